@@ -1,0 +1,29 @@
+# `make run` and `make test` each set up a fresh machine by themselves:
+# a virtual environment in .venv, ncsim installed into it (editable) with the pinned versions.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: run test lint docs clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/ncsim run programs/giou.s --trace
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check ncsim tests tools
+
+docs: $(STAMP)
+	$(BIN)/python tools/gen_isa_doc.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

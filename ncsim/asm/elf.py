@@ -1,0 +1,551 @@
+"""The ncsim object file: an ELF64 relocatable object that `readelf -a` and pyelftools both read.
+
+`write_elf` lays an `ObjectFile` out as below; `read_elf` reads it back and checks every rule, so a
+corrupt or foreign file gives one `ObjectFileError` that says which rule it broke and at which byte.
+
+ELF header
+    ELF64 (EI_CLASS 2), little-endian (EI_DATA 1), EI_VERSION 1, ELFOSABI_NONE, ET_REL,
+    EM_NONE, e_version 1, no program headers. The section header table comes last.
+
+Sections, in this order (index in brackets). All integers are little-endian; every string is UTF-8
+without NUL bytes, stored NUL-terminated in `.strtab` and named by its byte offset there.
+
+    [1-5] .text.tensor .text.vector .text.scalar .text.gpsimd .text.sync
+          SHT_PROGBITS, SHF_ALLOC|SHF_EXECINSTR, sh_addralign 8: the encoded instruction stream of
+          each engine, in `ENGINES` order. Any of them may be empty.
+
+    [6]   .ncsim.kernel   SHT_PROGBITS, 16 bytes, sh_link = .strtab:
+              0  u32    format version (FORMAT_VERSION = 1)
+              4  u8[4]  reserved, 0
+              8  u32    kernel name (.strtab offset); not empty
+             12  u32    reserved, 0
+
+    [7]   .ncsim.tensors  SHT_PROGBITS, sh_entsize 56, sh_link = .strtab; one record per tensor:
+              0  u32    name (.strtab offset); not empty
+              4  u8     memory: 1 sbuf, 2 psum, 3 hbm (`ncsim.memory.access.Memory`)
+              5  u8     dtype code (`ncsim.dtypes.DType.code`)
+              6  u8     kind: index in TENSOR_KINDS (0 in, 1 out, 2 inout, 3 scratch, 4 tile)
+              7  u8     ndim, 0..8
+              8  u32    first partition (0 for HBM)
+             12  u32    reserved, 0
+             16  u64    address: byte offset inside each partition on chip, byte address in HBM
+             24  u32[8] shape, outermost (the partition dimension on chip) first; dims past ndim are 0
+
+    [8]   .ncsim.files    SHT_PROGBITS, sh_entsize 4, sh_link = .strtab: one u32 per source
+          file, the .strtab offset of its name. A line entry's file index counts these records.
+
+    [9]   .ncsim.lines    SHT_PROGBITS, sh_entsize 20: where each instruction came from.
+              0  u8     engine: index in ENGINES (0 tensor, 1 vector, 2 scalar, 3 gpsimd, 4 sync)
+              1  u8[3]  reserved, 0
+              4  u32    instruction index within that engine's stream
+              8  u32    file index into .ncsim.files
+             12  u32    line (from 1)
+             16  u32    column (from 1)
+          Sorted by engine, then by strictly increasing instruction index.
+
+    [10]  .symtab    SHT_SYMTAB, sh_entsize 24, sh_link = .strtab, sh_info = 1 (only the null
+          symbol is local). For binutils and people; `read_elf` does not need it. Symbols:
+              the null symbol;
+              <kernel>           GLOBAL FUNC in .ncsim.kernel, value 0, size 16;
+              <kernel>.<engine>  GLOBAL FUNC in .text.<engine>, value 0, size = stream bytes,
+                                 for each non-empty stream, in ENGINES order;
+              <tensor>           GLOBAL OBJECT, SHN_ABS, value = address, size = bytes, per tensor.
+    [11]  .strtab    SHT_STRTAB: offset 0 is the empty string; each distinct string once, in
+          order of first use.
+    [12]  .shstrtab  SHT_STRTAB: the section names.
+
+The reader finds sections by name, so other tools may add sections; it checks each section lies
+inside the file, but it does not check how long an instruction is (the decoder does).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from elftools.elf.elffile import ELFFile
+
+from ncsim.asm.objfile import ENGINES, TENSOR_KINDS, LineEntry, ObjectFile, TensorEntry
+from ncsim.dtypes import by_code
+from ncsim.errors import ObjectFileError
+from ncsim.memory.access import Memory
+
+FORMAT_VERSION = 1
+MAX_DIMS = 8
+MEMORY_CODES: dict[str, int] = {m.label: int(m) for m in (Memory.SBUF, Memory.PSUM, Memory.HBM)}
+_MEMORY_BY_CODE = {code: label for label, code in MEMORY_CODES.items()}
+
+TEXT_SECTIONS: tuple[str, ...] = tuple(f".text.{e}" for e in ENGINES)
+KERNEL_SECTION = ".ncsim.kernel"
+TENSORS_SECTION = ".ncsim.tensors"
+FILES_SECTION = ".ncsim.files"
+LINES_SECTION = ".ncsim.lines"
+SECTION_ORDER: tuple[str, ...] = TEXT_SECTIONS + (
+    KERNEL_SECTION, TENSORS_SECTION, FILES_SECTION, LINES_SECTION, ".symtab", ".strtab", ".shstrtab",
+)
+_INDEX = {name: i + 1 for i, name in enumerate(SECTION_ORDER)}  # index 0 is the null section
+
+# Record layouts (see the module docstring); '<' means little-endian with no padding.
+_EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
+_SHDR = struct.Struct("<IIQQQQIIQQ")
+_SYM = struct.Struct("<IBBHQQ")
+_KERNEL = struct.Struct("<I4sII")
+_TENSOR = struct.Struct(f"<I4BIIQ{MAX_DIMS}I")
+_FILE = struct.Struct("<I")
+_LINE = struct.Struct("<B3sIIII")
+_U32 = 2**32
+_U64 = 2**64
+
+_ELF_MAGIC = b"\x7fELF"
+_ELFCLASS64, _ELFDATA2LSB, _EV_CURRENT, _ELFOSABI_NONE = 2, 1, 1, 0
+_ET_REL, _EM_NONE = 1, 0
+_SHT_PROGBITS, _SHT_SYMTAB, _SHT_STRTAB = 1, 2, 3
+_SHF_ALLOC, _SHF_EXECINSTR, _SHF_COMPRESSED = 0x2, 0x4, 0x800
+_STB_GLOBAL = 1
+_STT_OBJECT, _STT_FUNC = 1, 2
+_SHN_ABS = 0xFFF1
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+
+@dataclass(frozen=True)
+class _Section:
+    name: str
+    type: int
+    flags: int
+    data: bytes
+    addralign: int
+    entsize: int = 0
+    link: int = 0
+    info: int = 0
+
+
+class _StringTable:
+    """An ELF string table: offset 0 is "", each distinct string stored once, in order of first use."""
+
+    def __init__(self) -> None:
+        self._data = bytearray(b"\0")
+        self._offsets: dict[str, int] = {"": 0}
+
+    def add(self, s: str, what: str) -> int:
+        if "\0" in s:
+            raise ValueError(f"{what} {s!r} contains a NUL character, which an ELF string table cannot hold")
+        if s not in self._offsets:
+            self._offsets[s] = len(self._data)
+            self._data += s.encode("utf-8") + b"\0"
+        return self._offsets[s]
+
+    def data(self) -> bytes:
+        return bytes(self._data)
+
+
+def _check_range(value: int, limit: int, what: str) -> int:
+    if not 0 <= value < limit:
+        raise ValueError(f"{what} is {value}; the object file holds 0..{limit - 1}")
+    return value
+
+
+def write_elf(obj: ObjectFile) -> bytes:
+    """The ELF object for `obj`, laid out as the module docstring says; the same object gives the same bytes.
+
+    Raises ValueError if `obj` breaks an invariant the assembler guarantees (an unknown engine,
+    memory or kind, a field too wide for its record, unsorted line entries).
+    """
+    unknown = sorted(set(obj.streams) - set(ENGINES)) + sorted(set(obj.lines) - set(ENGINES))
+    if unknown:
+        raise ValueError(f"unknown engine {unknown[0]!r}; the engines are {', '.join(ENGINES)}")
+    if not obj.kernel:
+        raise ValueError("the kernel has no name")
+    streams = [bytes(obj.streams.get(e, b"")) for e in ENGINES]
+
+    strtab = _StringTable()
+    kernel_name = strtab.add(obj.kernel, "kernel name")
+    symbols = [_SYM.pack(0, 0, 0, 0, 0, 0)]
+    symbols.append(_SYM.pack(kernel_name, _STB_GLOBAL << 4 | _STT_FUNC, 0, _INDEX[KERNEL_SECTION], 0, _KERNEL.size))
+    for engine, section, stream in zip(ENGINES, TEXT_SECTIONS, streams):
+        if stream:
+            name = strtab.add(f"{obj.kernel}.{engine}", "stream symbol")
+            symbols.append(_SYM.pack(name, _STB_GLOBAL << 4 | _STT_FUNC, 0, _INDEX[section], 0, len(stream)))
+
+    tensors = bytearray()
+    for i, t in enumerate(obj.tensors):
+        what = f"tensor {i} ({t.name!r})"
+        if not t.name:
+            raise ValueError(f"tensor {i} has no name")
+        if t.memory not in MEMORY_CODES:
+            raise ValueError(f"{what}: memory {t.memory!r} is not one of {', '.join(MEMORY_CODES)}")
+        if t.kind not in TENSOR_KINDS:
+            raise ValueError(f"{what}: kind {t.kind!r} is not one of {', '.join(TENSOR_KINDS)}")
+        if by_code(t.dtype.code) != t.dtype:
+            raise ValueError(f"{what}: dtype {t.dtype} is not in ncsim.dtypes.DTYPES")
+        if len(t.shape) > MAX_DIMS:
+            raise ValueError(f"{what} has {len(t.shape)} dimensions; the object file holds up to {MAX_DIMS}")
+        dims = [_check_range(d, _U32, f"{what} dimension {k}") for k, d in enumerate(t.shape)]
+        name = strtab.add(t.name, "tensor name")
+        tensors += _TENSOR.pack(
+            name, MEMORY_CODES[t.memory], t.dtype.code, TENSOR_KINDS.index(t.kind), len(dims),
+            _check_range(t.partition, _U32, f"{what} partition"), 0,
+            _check_range(t.address, _U64, f"{what} address"), *dims, *[0] * (MAX_DIMS - len(dims)),
+        )
+        size = _check_range(t.nbytes, _U64, f"{what} size in bytes")
+        symbols.append(_SYM.pack(name, _STB_GLOBAL << 4 | _STT_OBJECT, 0, _SHN_ABS, t.address, size))
+
+    files = b"".join(_FILE.pack(strtab.add(f, "source file name")) for f in obj.files)
+
+    lines = bytearray()
+    for code, engine in enumerate(ENGINES):
+        previous = -1
+        for entry in obj.lines.get(engine, []):
+            what = f"{engine} line entry for instruction {entry.index}"
+            if entry.index <= previous:
+                raise ValueError(f"{what} follows instruction {previous}: indices must increase")
+            if not 0 <= entry.file < len(obj.files):
+                raise ValueError(f"{what} names file {entry.file} but there are {len(obj.files)} files")
+            lines += _LINE.pack(
+                code, b"\0\0\0", _check_range(entry.index, _U32, f"{what}: index"), entry.file,
+                _check_range(entry.line, _U32, f"{what}: line"), _check_range(entry.col, _U32, f"{what}: col"),
+            )
+            previous = entry.index
+
+    kernel = _KERNEL.pack(FORMAT_VERSION, b"\0\0\0\0", kernel_name, 0)
+    strtab_index = _INDEX[".strtab"]
+    sections = [
+        _Section(name, _SHT_PROGBITS, _SHF_ALLOC | _SHF_EXECINSTR, stream, 8)
+        for name, stream in zip(TEXT_SECTIONS, streams)
+    ] + [
+        _Section(KERNEL_SECTION, _SHT_PROGBITS, 0, kernel, 4, link=strtab_index),
+        _Section(TENSORS_SECTION, _SHT_PROGBITS, 0, bytes(tensors), 8, _TENSOR.size, strtab_index),
+        _Section(FILES_SECTION, _SHT_PROGBITS, 0, files, 4, _FILE.size, strtab_index),
+        _Section(LINES_SECTION, _SHT_PROGBITS, 0, bytes(lines), 4, _LINE.size),
+        _Section(".symtab", _SHT_SYMTAB, 0, b"".join(symbols), 8, _SYM.size, strtab_index, info=1),
+        _Section(".strtab", _SHT_STRTAB, 0, strtab.data(), 1),
+    ]
+    shstrtab = _StringTable()
+    names = [shstrtab.add(s.name, "section name") for s in sections]
+    names.append(shstrtab.add(".shstrtab", "section name"))
+    sections.append(_Section(".shstrtab", _SHT_STRTAB, 0, shstrtab.data(), 1))
+    assert [s.name for s in sections] == list(SECTION_ORDER)
+
+    body = bytearray(_EHDR.size)
+    headers = [bytes(_SHDR.size)]
+    for name, s in zip(names, sections):
+        body += bytes(-len(body) % s.addralign)
+        headers.append(_SHDR.pack(
+            name, s.type, s.flags, 0, len(body), len(s.data), s.link, s.info, s.addralign, s.entsize,
+        ))
+        body += s.data
+    body += bytes(-len(body) % 8)
+    shoff = len(body)
+    body += b"".join(headers)
+    ident = _ELF_MAGIC + bytes([_ELFCLASS64, _ELFDATA2LSB, _EV_CURRENT, _ELFOSABI_NONE]) + bytes(8)
+    body[: _EHDR.size] = _EHDR.pack(
+        ident, _ET_REL, _EM_NONE, _EV_CURRENT, 0, 0, shoff, 0, _EHDR.size, 0, 0, _SHDR.size,
+        len(headers), _INDEX[".shstrtab"],
+    )
+    return bytes(body)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading
+
+
+@dataclass(frozen=True)
+class _Found:
+    """A section the reader needs: where its header and its bytes are."""
+
+    name: str
+    index: int
+    header_at: int  # file offset of its section header
+    offset: int  # file offset of its data
+    type: str | int  # pyelftools' name for the type ("SHT_PROGBITS"), or the number if it has none
+    entsize: int
+    link: int
+    data: bytes
+
+
+def _show(name: str) -> str:
+    """A name read from a file, as a message shows it: as is if printable, else quoted and escaped."""
+    return name if name and name.isprintable() else repr(name)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class _Reader:
+    def __init__(self, data: bytes, filename: str):
+        self.data = data
+        self.filename = filename
+
+    def error(self, message: str, offset: int | None = None) -> ObjectFileError:
+        return ObjectFileError(message, file=self.filename, offset=offset)
+
+    @contextmanager
+    def library(self, what: str, offset: int | None) -> Iterator[None]:
+        """Turn any failure inside pyelftools into an ObjectFileError about `what`.
+
+        pyelftools raises a wide, undocumented set of exceptions on corrupt input (ELFError,
+        ELFParseError, struct.error, UnicodeDecodeError, IndexError, ValueError, ...), so only calls
+        into it run under this, and everything it raises is reported as the file's fault.
+        """
+        try:
+            yield
+        except Exception as exc:
+            raise self.error(f"{what}: {_one_line(exc)}", offset) from exc
+
+    def read(self) -> ObjectFile:
+        shoff, shnum, shstrndx = self.check_header()
+        with self.library("cannot parse the ELF header", 0):
+            elf = ELFFile(io.BytesIO(self.data))
+        found = self.find_sections(elf, shoff, shnum, shstrndx)
+        if KERNEL_SECTION not in found:
+            raise self.error(f"this is an ELF object but not an ncsim object (no {KERNEL_SECTION} section)")
+        for name in (*TEXT_SECTIONS, TENSORS_SECTION, FILES_SECTION, LINES_SECTION, ".strtab"):
+            if name not in found:
+                raise self.error(f"missing section {name}")
+        for name in (*TEXT_SECTIONS, KERNEL_SECTION, TENSORS_SECTION, FILES_SECTION, LINES_SECTION):
+            self.expect_type(found[name], "SHT_PROGBITS")
+        self.expect_type(found[".strtab"], "SHT_STRTAB")
+        strtab = found[".strtab"]
+
+        kernel = self.read_kernel(found[KERNEL_SECTION], strtab)
+        files = [
+            self.string(strtab, off, f"file {i}", at)
+            for i, (at, (off,)) in enumerate(self.records(found[FILES_SECTION], _FILE, "file name"))
+        ]
+        return ObjectFile(
+            kernel=kernel,
+            streams={e: found[s].data for e, s in zip(ENGINES, TEXT_SECTIONS)},
+            lines=self.read_lines(found[LINES_SECTION], len(files)),
+            files=files,
+            tensors=self.read_tensors(found[TENSORS_SECTION], strtab),
+        )
+
+    def check_header(self) -> tuple[int, int, int]:
+        """Check the ELF header field by field; give the section table's offset, count and .shstrtab index."""
+        data = self.data
+        if not data:
+            raise self.error("empty file: an ncsim object is an ELF file, which starts with \\x7fELF", 0)
+        if data[:4] != _ELF_MAGIC:
+            shown = " ".join(f"{b:02x}" for b in data[:4])
+            raise self.error(f"not an ELF file: the first 4 bytes are {shown}, not 7f 45 4c 46 (\\x7fELF)", 0)
+        if len(data) >= 5 and data[4] != _ELFCLASS64:
+            cls = {1: " (32-bit)"}.get(data[4], "")
+            raise self.error(f"ELF class {data[4]}{cls} is not supported: ncsim objects are ELF64 (class 2)", 4)
+        if len(data) >= 6 and data[5] != _ELFDATA2LSB:
+            order = {2: " (big-endian)"}.get(data[5], "")
+            raise self.error(
+                f"ELF data encoding {data[5]}{order} is not supported: ncsim objects are little-endian (1)", 5
+            )
+        if len(data) < _EHDR.size:
+            raise self.error(f"truncated ELF header: the file has {len(data)} bytes, the header needs 64", 0)
+        (ident, e_type, e_machine, e_version, _entry, _phoff, shoff, _flags, ehsize, _phentsize, _phnum,
+         shentsize, shnum, shstrndx) = _EHDR.unpack_from(data)
+        checks = (
+            (ident[6], _EV_CURRENT, 6, "EI_VERSION", "EV_CURRENT"),
+            (ident[7], _ELFOSABI_NONE, 7, "EI_OSABI", "ELFOSABI_NONE"),
+            (e_type, _ET_REL, 16, "e_type", "ET_REL, a relocatable object"),
+            (e_machine, _EM_NONE, 18, "e_machine", "EM_NONE"),
+            (e_version, _EV_CURRENT, 20, "e_version", "EV_CURRENT"),
+            (ehsize, _EHDR.size, 52, "e_ehsize", "the size of an ELF64 header"),
+            (shentsize, _SHDR.size, 58, "e_shentsize", "the size of an ELF64 section header"),
+        )
+        for got, want, offset, field, meaning in checks:
+            if got != want:
+                raise self.error(f"ELF header field {field} is {got}, expected {want} ({meaning})", offset)
+        if shnum == 0:
+            raise self.error("the ELF header says there are no sections (e_shnum 0)", 60)
+        if shoff + shnum * _SHDR.size > len(data):
+            raise self.error(
+                f"the section header table ({shnum} headers at byte {shoff}) runs past the end of the file "
+                f"({len(data)} bytes)", 40,
+            )
+        if not 0 < shstrndx < shnum:
+            raise self.error(f"section name table index e_shstrndx is {shstrndx}, but there are {shnum} sections", 62)
+        return shoff, shnum, shstrndx
+
+    def section(self, elf: ELFFile, index: int, header_at: int, shstrtab: bytes | None) -> _Found | None:
+        """Section `index`, bounds-checked and named (None for an SHT_NULL section)."""
+        with self.library(f"cannot parse section header {index}", header_at):
+            header = elf.get_section(index).header
+        sh_type, offset, size = header["sh_type"], header["sh_offset"], header["sh_size"]
+        if sh_type == "SHT_NULL":
+            return None
+        if sh_type == "SHT_NOBITS":  # occupies no bytes of the file, whatever sh_offset and sh_size say
+            offset = size = 0
+        if shstrtab is None:
+            name = ".shstrtab"
+        else:
+            # A foreign section's name need not be UTF-8 (ours are ASCII): escape what is not.
+            raw = self.raw_cstring(shstrtab, header["sh_name"], "section name table", f"section {index}'s name",
+                                   header_at)
+            name = raw.decode("utf-8", errors="backslashreplace")
+        if header["sh_flags"] & _SHF_COMPRESSED:
+            raise self.error(f"section {index} ({_show(name)}) is compressed (SHF_COMPRESSED); ncsim never compresses",
+                             header_at + 8)
+        if offset + size > len(self.data):
+            raise self.error(
+                f"section {index} ({_show(name)}) runs past the end of the file: bytes {offset}..{offset + size} "
+                f"but the file has {len(self.data)} bytes", header_at + 24,
+            )
+        return _Found(name, index, header_at, offset, sh_type, header["sh_entsize"], header["sh_link"],
+                      self.data[offset: offset + size])
+
+    def find_sections(self, elf: ELFFile, shoff: int, shnum: int, shstrndx: int) -> dict[str, _Found]:
+        shstrtab = self.section(elf, shstrndx, shoff + shstrndx * _SHDR.size, None)
+        if shstrtab is None or shstrtab.type != "SHT_STRTAB":
+            raise self.error(f"section {shstrndx}, named by e_shstrndx, is not a string table (SHT_STRTAB)",
+                             shoff + shstrndx * _SHDR.size + 4)
+        wanted = {*SECTION_ORDER}
+        found: dict[str, _Found] = {}
+        for index in range(shnum):
+            s = self.section(elf, index, shoff + index * _SHDR.size, shstrtab.data)
+            if s is None or s.name not in wanted:
+                continue
+            if s.name in found:
+                raise self.error(f"section {s.name} appears twice (sections {found[s.name].index} and {index})",
+                                 s.header_at)
+            found[s.name] = s
+        return found
+
+    def expect_type(self, s: _Found, want: str) -> None:
+        if s.type != want:
+            raise self.error(f"section {s.name} has type {s.type}, expected {want}", s.header_at + 4)
+
+    def records(self, s: _Found, layout: struct.Struct, what: str) -> Iterator[tuple[int, tuple]]:
+        """(file offset, fields) of each fixed-size record of section `s`."""
+        if s.entsize != layout.size:
+            raise self.error(
+                f"section {s.name} has sh_entsize {s.entsize}, but a {what} record is {layout.size} bytes",
+                s.header_at + 56,
+            )
+        if len(s.data) % layout.size:
+            raise self.error(
+                f"section {s.name} is truncated: {len(s.data)} bytes is not a multiple of the "
+                f"{layout.size}-byte {what} record", s.header_at + 32,
+            )
+        for k, fields in enumerate(layout.iter_unpack(s.data)):
+            yield s.offset + k * layout.size, fields
+
+    def raw_cstring(self, table: bytes, off: int, table_name: str, what: str, at: int) -> bytes:
+        """The NUL-terminated string at byte `off` of `table`; `at` is where `off` was read from."""
+        if off >= len(table):
+            raise self.error(f"{what} is at offset {off} of the {table_name}, which has only {len(table)} bytes",
+                             at)
+        end = table.find(b"\0", off)
+        if end < 0:
+            raise self.error(f"{what} at offset {off} of the {table_name} has no terminating NUL byte", at)
+        return table[off:end]
+
+    def cstring(self, table: bytes, off: int, table_name: str, what: str, at: int) -> str:
+        """The NUL-terminated UTF-8 string at byte `off` of `table`; `at` is where `off` was read from."""
+        raw = self.raw_cstring(table, off, table_name, what, at)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise self.error(f"{what} at offset {off} of the {table_name} is not valid UTF-8", at) from None
+
+    def string(self, strtab: _Found, off: int, what: str, at: int) -> str:
+        return self.cstring(strtab.data, off, "string table .strtab", f"the name of {what}", at)
+
+    def read_kernel(self, s: _Found, strtab: _Found) -> str:
+        if len(s.data) >= 4:
+            (version,) = struct.unpack_from("<I", s.data)
+            if version != FORMAT_VERSION:
+                raise self.error(
+                    f"object format version {version} is not supported (this ncsim reads version "
+                    f"{FORMAT_VERSION})", s.offset,
+                )
+        if len(s.data) != _KERNEL.size:
+            raise self.error(f"section {s.name} is {len(s.data)} bytes; the kernel header is {_KERNEL.size}",
+                             s.header_at + 32)
+        _version, reserved, name, reserved2 = _KERNEL.unpack(s.data)
+        if reserved != b"\0\0\0\0":
+            raise self.error(f"the reserved bytes 4..7 of {s.name} are not zero", s.offset + 4)
+        if reserved2:
+            raise self.error(f"the reserved field at byte 12 of {s.name} is {reserved2}, not 0", s.offset + 12)
+        kernel = self.string(strtab, name, "the kernel", s.offset + 8)
+        if not kernel:
+            raise self.error("the kernel name is empty", s.offset + 8)
+        return kernel
+
+    def read_tensors(self, s: _Found, strtab: _Found) -> list[TensorEntry]:
+        tensors = []
+        for i, (at, fields) in enumerate(self.records(s, _TENSOR, "tensor")):
+            name_off, memory, dtype_code, kind, ndim, partition, reserved, address, *dims = fields
+            name = self.string(strtab, name_off, f"tensor {i}", at)
+            if not name:
+                raise self.error(f"tensor {i} has an empty name", at)
+            what = f"tensor {i} ({_show(name)})"
+            if memory not in _MEMORY_BY_CODE:
+                codes = ", ".join(f"{c} ({m})" for m, c in MEMORY_CODES.items())
+                raise self.error(f"{what} names memory code {memory}, which is none of {codes}", at + 4)
+            dtype = by_code(dtype_code)
+            if dtype is None:
+                raise self.error(f"{what} names dtype code {dtype_code}, which is no dtype", at + 5)
+            if kind >= len(TENSOR_KINDS):
+                raise self.error(
+                    f"{what} names kind code {kind}; kinds are 0..{len(TENSOR_KINDS) - 1} "
+                    f"({', '.join(TENSOR_KINDS)})", at + 6,
+                )
+            if ndim > MAX_DIMS:
+                raise self.error(f"{what} has {ndim} dimensions; at most {MAX_DIMS} fit in a record", at + 7)
+            if reserved:
+                raise self.error(f"{what}: the reserved field is {reserved}, not 0", at + 12)
+            extra = next((k for k in range(ndim, MAX_DIMS) if dims[k]), None)
+            if extra is not None:
+                raise self.error(f"{what} has {ndim} dimensions but dimension slot {extra} is {dims[extra]}, not 0",
+                                 at + 24 + 4 * extra)
+            tensors.append(TensorEntry(name, _MEMORY_BY_CODE[memory], dtype, tuple(dims[:ndim]), partition,
+                                       address, TENSOR_KINDS[kind]))
+        return tensors
+
+    def read_lines(self, s: _Found, nfiles: int) -> dict[str, list[LineEntry]]:
+        lines: dict[str, list[LineEntry]] = {e: [] for e in ENGINES}
+        previous: tuple[int, int] | None = None
+        for i, (at, (engine, reserved, index, file, line, col)) in enumerate(self.records(s, _LINE, "line")):
+            if engine >= len(ENGINES):
+                raise self.error(
+                    f"line entry {i} names engine code {engine}; engines are 0..{len(ENGINES) - 1} "
+                    f"({', '.join(ENGINES)})", at,
+                )
+            if reserved != b"\0\0\0":
+                raise self.error(f"line entry {i}: the reserved bytes are not zero", at + 1)
+            if previous is not None and (engine, index) <= previous:
+                before = f"{ENGINES[previous[0]]} instruction {previous[1]}"
+                raise self.error(
+                    f"line entry {i} ({ENGINES[engine]} instruction {index}) comes after line entry {i - 1} "
+                    f"({before}): entries must be sorted by engine, then by increasing instruction index", at,
+                )
+            if file >= nfiles:
+                raise self.error(f"line entry {i} names file {file} but there are {nfiles} files", at + 8)
+            lines[ENGINES[engine]].append(LineEntry(index, file, line, col))
+            previous = (engine, index)
+        return lines
+
+
+def read_elf(data: bytes, filename: str) -> ObjectFile:
+    """The ObjectFile in `data`, the bytes of the file `filename` (used in error messages).
+
+    Raises ObjectFileError, naming the broken rule and the byte offset, for anything that is not a
+    well-formed ncsim object; nothing else.
+    """
+    return _Reader(bytes(data), filename).read()
+
+
+def load_object(path: str | os.PathLike[str]) -> ObjectFile:
+    """Read the ncsim object file at `path`."""
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise ObjectFileError(f"cannot read the object file: {exc.strerror or exc}", file=name) from exc
+    return read_elf(data, name)

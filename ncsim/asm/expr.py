@@ -1,0 +1,134 @@
+"""Assembly-time integer expressions and numeric literals.
+
+Integers: literals (decimal, 0x hex, 0b binary, '_' separators), names bound in the environment
+(constants and loop variables), + - * // / % ** and parentheses, unary minus. '/' is exact division:
+it is an error when it leaves a remainder, so that a slice never silently rounds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from ncsim.asm.lexer import Cursor, Token, describe
+
+Env = Mapping[str, int | float]
+
+
+def int_literal(tok: Token) -> int | None:
+    text = tok.text.replace("_", "")
+    try:
+        if text[:2] in ("0x", "0X"):
+            return int(text[2:], 16)
+        if text[:2] in ("0b", "0B"):
+            return int(text[2:], 2)
+        if text.isdigit():
+            return int(text)
+    except ValueError:
+        return None
+    return None
+
+
+def parse_int(cur: Cursor, env: Env | None = None, what: str = "an integer") -> int:
+    """An integer expression; the cursor stops at the first token that cannot continue it."""
+    value = _sum(cur, env or {}, what)
+    return value
+
+
+def _sum(cur: Cursor, env: Env, what: str) -> int:
+    value = _term(cur, env, what)
+    while cur.at("+") or cur.at("-"):
+        op = cur.next()
+        rhs = _term(cur, env, what)
+        value = value + rhs if op.text == "+" else value - rhs
+    return value
+
+
+def _term(cur: Cursor, env: Env, what: str) -> int:
+    value = _unary(cur, env, what)
+    while cur.at("*") or cur.at("//") or cur.at("/") or cur.at("%"):
+        op = cur.next()
+        rhs_tok = cur.peek()
+        rhs = _unary(cur, env, what)
+        if op.text != "*" and rhs == 0:
+            raise cur.error("division by zero in an integer expression", rhs_tok)
+        if op.text == "*":
+            value *= rhs
+        elif op.text == "//":
+            value //= rhs
+        elif op.text == "%":
+            value %= rhs
+        else:
+            if value % rhs:
+                raise cur.error(
+                    f"{value} / {rhs} is not a whole number: '/' must divide exactly (use '//' to floor)", op
+                )
+            value //= rhs
+    return value
+
+
+def _unary(cur: Cursor, env: Env, what: str) -> int:
+    if cur.accept("-"):
+        return -_unary(cur, env, what)
+    if cur.accept("+"):
+        return _unary(cur, env, what)
+    return _power(cur, env, what)
+
+
+def _power(cur: Cursor, env: Env, what: str) -> int:
+    base = _atom(cur, env, what)
+    if cur.at("**"):
+        op = cur.next()
+        exp = _unary(cur, env, what)
+        if exp < 0:
+            raise cur.error("a negative power is not an integer", op)
+        return base**exp
+    return base
+
+
+def _atom(cur: Cursor, env: Env, what: str) -> int:
+    tok = cur.peek()
+    if tok.kind == "number":
+        value = int_literal(tok)
+        if value is None:
+            raise cur.error(f"expected {what}, found the non-integer number '{tok.text}'", tok)
+        cur.next()
+        return value
+    if tok.kind == "ident":
+        if tok.text in env:
+            value = env[tok.text]
+            if not isinstance(value, int):
+                raise cur.error(f"'{tok.text}' is {value!r}, not an integer", tok)
+            cur.next()
+            return value
+        raise cur.error(f"unknown name '{tok.text}' in an integer expression", tok)
+    if tok.is_("("):
+        cur.next()
+        value = _sum(cur, env, what)
+        cur.expect(")", "to close the parenthesis")
+        return value
+    raise cur.error(f"expected {what}, found {describe(tok)}", tok)
+
+
+def parse_number(cur: Cursor, env: Env | None = None) -> int | float:
+    """A numeric literal that may be a float (1.5, 1e-5, inf, nan, with a sign) or an integer expression."""
+    env = env or {}
+    save = cur.i
+    sign = 1.0
+    if cur.at("-") or cur.at("+"):
+        sign = -1.0 if cur.next().text == "-" else 1.0
+    tok = cur.peek()
+    if tok.kind == "ident" and tok.text in ("inf", "nan"):
+        cur.next()
+        return sign * math.inf if tok.text == "inf" else math.nan
+    if tok.kind == "number" and int_literal(tok) is None:
+        cur.next()
+        try:
+            return sign * float(tok.text.replace("_", ""))
+        except ValueError:
+            raise cur.error(f"malformed number '{tok.text}'", tok) from None
+    if tok.kind == "ident" and isinstance(env.get(tok.text), float):
+        cur.next()
+        return sign * env[tok.text]
+    cur.i = save
+    return parse_int(cur, env, "a number")

@@ -1,0 +1,55 @@
+"""What an ncsim object holds, independent of how it is laid out in ELF (see `ncsim.asm.elf`).
+
+An object is one kernel: one encoded instruction stream per engine, the tensors it declares, and
+for every instruction the source place it came from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ncsim.dtypes import DType
+
+# The instruction streams, in section order. DMA transfers live in the stream of the engine that
+# issues them (the Sync engine unless the program says otherwise).
+ENGINES: tuple[str, ...] = ("tensor", "vector", "scalar", "gpsimd", "sync")
+
+# Tensor roles: kernel arguments in HBM are inputs, outputs or both; HBM scratch; on-chip tiles.
+TENSOR_KINDS: tuple[str, ...] = ("in", "out", "inout", "scratch", "tile")
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    name: str
+    memory: str  # "hbm", "sbuf" or "psum"
+    dtype: DType
+    shape: tuple[int, ...]  # partition dimension first for on-chip tensors
+    partition: int  # first partition (on chip); 0 for HBM
+    address: int  # byte offset inside each partition (on chip), byte address (HBM)
+    kind: str  # one of TENSOR_KINDS
+
+    @property
+    def nbytes(self) -> int:
+        n = self.dtype.itemsize
+        for d in self.shape:
+            n *= d
+        return n
+
+
+@dataclass(frozen=True)
+class LineEntry:
+    """Where instruction number `index` of a stream came from. `file` indexes ObjectFile.files."""
+
+    index: int
+    file: int
+    line: int
+    col: int
+
+
+@dataclass
+class ObjectFile:
+    kernel: str
+    streams: dict[str, bytes] = field(default_factory=lambda: {e: b"" for e in ENGINES})
+    lines: dict[str, list[LineEntry]] = field(default_factory=lambda: {e: [] for e in ENGINES})
+    files: list[str] = field(default_factory=list)
+    tensors: list[TensorEntry] = field(default_factory=list)

@@ -1,0 +1,154 @@
+"""The `ncsim` command line.
+
+Every error caused by the user's input is an NcsimError: it is printed as file:line:col with the
+line and a caret, and the command exits with status 1. Anything else escaping is an ncsim bug; it
+is reported as one (set NCSIM_DEBUG=1 for the traceback).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections import Counter
+from pathlib import Path
+
+import click
+
+from ncsim import isa
+from ncsim.asm import objfile
+from ncsim.asm.assembler import assemble_file
+from ncsim.asm.disasm import decode_object, disassemble
+from ncsim.asm.elf import load_object, write_elf
+from ncsim.asm.fields import suggest
+from ncsim.asm.objfile import ObjectFile
+from ncsim.config import Config, describe, load_config
+from ncsim.errors import NcsimError
+from ncsim.isadoc import describe as describe_instruction
+from ncsim.isadoc import summary_by_engine
+
+config_file_option = click.option("--config", "config_file", type=click.Path(dir_okay=False),
+                                  help="TOML file of hardware parameters (see `ncsim config`).")
+set_option = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+                          help="Override one hardware parameter; repeatable.")
+
+
+def make_config(config_file: str | None, sets: tuple[str, ...]) -> Config:
+    return load_config(config_file, list(sets))
+
+
+def load_program(path: str, config: Config) -> ObjectFile:
+    """A .s file is assembled in memory; anything else is read as an ncsim object."""
+    if path.endswith(".s"):
+        return assemble_file(path, config)
+    return load_object(path)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="ncsim")
+def cli() -> None:
+    """ncsim: a simulator of one AWS NeuronCore-v2 (Trainium1 / Inferentia2)."""
+
+
+@cli.command()
+@click.argument("source", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Object file to write (default: SOURCE with .o).")
+@config_file_option
+@set_option
+def asm(source: str, output: str | None, config_file: str | None, sets: tuple[str, ...]) -> None:
+    """Assemble SOURCE (.s) into an ELF object."""
+    config = make_config(config_file, sets)
+    obj = assemble_file(source, config)
+    out = Path(output) if output else Path(source).with_suffix(".o")
+    data = write_elf(obj)
+    try:
+        out.write_bytes(data)
+    except OSError as e:
+        raise NcsimError(f"cannot write {out}: {e.strerror}", file=str(out)) from None
+    counts = instruction_counts(obj)
+    click.echo(f"{out}: kernel {obj.kernel}, {sum(counts.values())} instructions"
+               f" ({format_counts(counts)}), {len(obj.tensors)} tensors, {len(data)} bytes")
+
+
+@cli.command()
+@click.argument("objectfile", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the text here instead of stdout.")
+def disasm(objectfile: str, output: str | None) -> None:
+    """Print an object file as assembly that assembles back to the same object."""
+    obj = load_object(objectfile)
+    text = disassemble(obj, objectfile)
+    if output:
+        Path(output).write_text(text)
+    else:
+        click.echo(text, nl=False)
+
+
+@cli.command("isa")
+@click.argument("name", required=False)
+def isa_cmd(name: str | None) -> None:
+    """List the instructions by engine, or describe instruction NAME."""
+    if name is None:
+        click.echo(summary_by_engine())
+        return
+    spec = isa.BY_MNEMONIC.get(name)
+    if spec is None:
+        raise NcsimError(f"no instruction '{name}'", notes=(suggest(name, isa.BY_MNEMONIC),))
+    click.echo(describe_instruction(spec))
+
+
+@cli.command("config")
+@config_file_option
+@set_option
+def config_cmd(config_file: str | None, sets: tuple[str, ...]) -> None:
+    """Show the hardware parameters in force, with their sources."""
+    click.echo(describe(make_config(config_file, sets)))
+
+
+@cli.command()
+@click.argument("program", type=click.Path(dir_okay=False))
+@click.option("--trace", "trace", is_flag=False, flag_value="", default=None, metavar="[FILE]",
+              help="Write a Perfetto trace (default name: PROGRAM.trace.json).")
+@config_file_option
+@set_option
+def run(program: str, trace: str | None, config_file: str | None, sets: tuple[str, ...]) -> None:
+    """Run PROGRAM (.s or .o) on the simulated NeuronCore."""
+    config = make_config(config_file, sets)
+    obj = load_program(program, config)
+    decode_object(obj, program)
+    counts = instruction_counts(obj)
+    click.echo(f"{program}: kernel {obj.kernel}: {sum(counts.values())} instructions ({format_counts(counts)}),"
+               f" {len(obj.tensors)} tensors")
+    click.echo("assembled and checked; this version of ncsim does not simulate yet"
+               " (values and timing are the next milestones), so there are no outputs"
+               + (" and no trace" if trace is not None else "") + ".")
+
+
+def instruction_counts(obj: ObjectFile) -> Counter:
+    return Counter({e: len(obj.lines[e]) for e in objfile.ENGINES if obj.lines[e]})
+
+
+def format_counts(counts: Counter) -> str:
+    return ", ".join(f"{e} {n}" for e, n in counts.items()) or "none"
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False)
+    except NcsimError as e:
+        click.echo(e.format(), err=True)
+        sys.exit(1)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(1)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as e:  # noqa: BLE001 - the last line of defence: say it is ours
+        if os.environ.get("NCSIM_DEBUG"):
+            traceback.print_exc()
+        click.echo(f"ncsim: internal error (a bug in ncsim, not in your input): {type(e).__name__}: {e}", err=True)
+        sys.exit(2)

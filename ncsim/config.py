@@ -1,0 +1,531 @@
+"""The hardware parameters of one NeuronCore-v2, each with its source; overridable.
+
+Every figure comes from `spec/neuroncore-v2.md`, whose source keys (ARCH, ISA, PERF, DMA, ALLOC,
+SHARED, DRV, SIM) each field's `source` repeats with a short place. Nothing else in ncsim hard-codes
+a hardware constant: it reads `Config`.
+
+Units: sizes in bytes, clocks in Hz, bandwidths in bytes per second, latencies in ns, costs in cycles
+of the engine that runs the instruction (unless a field says otherwise). A figure appears once;
+quantities that follow from others (usable SBUF, PSUM bank size, matmul limits) are derived
+properties, so overriding the parameter moves them too.
+
+    cfg = load_config("trn1-fast-hbm.toml", ["hbm_bandwidth=820e9", "dma_engines=8"])
+    print(describe(cfg))
+
+A bad override raises `ConfigError` naming the parameter, the value and the rule it broke.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import difflib
+import itertools
+import math
+import numbers
+import operator
+import tomllib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from ncsim.errors import ConfigError
+
+KiB = 1024
+MiB = 1024 * KiB
+GiB = 1024 * MiB
+
+SOURCE_KEYS = ("ARCH", "ISA", "PERF", "DMA", "ALLOC", "SHARED", "DRV", "SIM")
+INT_MAX = 2**63 - 1  # integer parameters and simulated time are int64 in the timing loop
+ENGINES = ("tensor", "vector", "scalar", "gpsimd")  # the engines with a clock and a datapath
+
+# (bytes per partition, fraction of the plateau) pairs, bytes strictly increasing.
+EfficiencyTable = tuple[tuple[int, float], ...]
+
+
+def param(default: Any, unit: str, source: str, doc: str, *, zero_ok: bool = False) -> Any:
+    """A Config field: its default, unit, source ("KEY: place in that source") and meaning.
+
+    Numbers must be positive, or non-negative with `zero_ok` (overheads a study may switch off).
+    """
+    metadata = {"unit": unit, "source": source, "doc": doc, "zero_ok": zero_ok}
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def derived(unit: str, formula: str) -> Callable[[Callable[[Config], Any]], property]:
+    """A read-only quantity computed from parameters; `describe()` lists it with its formula."""
+
+    def wrap(fn: Callable[[Config], Any]) -> property:
+        fn.derived = (unit, formula)  # type: ignore[attr-defined]
+        return property(fn)
+
+    return wrap
+
+
+@dataclass(frozen=True)
+class Config:
+    """The NeuronCore-v2 that ncsim simulates. Frozen: change it with `with_overrides`."""
+
+    # --- Clocks (spec §1) ---
+    tick_hz: int = param(
+        5_600_000_000, "Hz", "ARCH: §1 integer time, every engine clock divides 5.6 GHz",
+        "Simulated time counts ticks of this clock; every engine clock must divide it exactly.")
+    tensor_clock_hz: int = param(2_800_000_000, "Hz", "ARCH: §1 Tensor (PE) 2.8 GHz", "Tensor engine clock.")
+    vector_clock_hz: int = param(1_120_000_000, "Hz", "ARCH: §1 Vector (DVE) 1.12 GHz", "Vector engine clock.")
+    scalar_clock_hz: int = param(1_400_000_000, "Hz", "ARCH: §1 Scalar (ACT) 1.4 GHz", "Scalar engine clock.")
+    gpsimd_clock_hz: int = param(1_400_000_000, "Hz", "ARCH: §1 GpSimd (POOL) 1.4 GHz", "GpSimd engine clock.")
+
+    # --- Tensor engine (spec §1) ---
+    pe_rows: int = param(
+        128, "count", "ARCH: §1 Tensor, 128x128 systolic array",
+        "Rows of the PE array: a matmul's contraction size K (its operands' partitions) is at most this.")
+    pe_cols: int = param(
+        128, "count", "ARCH: §1 Tensor, 128x128 systolic array",
+        "Columns of the PE array: the stationary operand's free size M is at most this.")
+
+    # --- SBUF and PSUM (spec §2) ---
+    pmax: int = param(
+        128, "count", "ARCH: §2 SBUF 24 MiB = 128 x 192 KiB",
+        "Partitions of SBUF and PSUM; the partition dimension of every operand is at most this (NKI pmax).")
+    sbuf_partition_bytes: int = param(
+        192 * KiB, "B", "ARCH: §2 SBUF 24 MiB = 128 x 192 KiB", "Bytes of one SBUF partition.")
+    sbuf_reserved_bytes: int = param(
+        16 * KiB, "B", "ALLOC: §2 16 KiB of each SBUF partition reserved for the compiler",
+        "Bytes at the top of each SBUF partition that kernels may not allocate.", zero_ok=True)
+    psum_partition_bytes: int = param(
+        16 * KiB, "B", "ARCH: §2 PSUM 2 MiB = 128 x 16 KiB", "Bytes of one PSUM partition.")
+    psum_num_banks: int = param(
+        8, "count", "ARCH: §2 PSUM 8 banks of 2 KiB per partition",
+        "PSUM banks per partition; a matmul output tile must lie inside one bank (NKI psum_num_banks).")
+
+    # --- HBM (spec §2) ---
+    hbm_bytes: int = param(16 * GiB, "B", "ARCH: §2 HBM 32 GiB per chip, 2 cores", "Device memory of one core.")
+    hbm_bandwidth: float = param(
+        410e9, "B/s", "ARCH: §2 HBM 820 GB/s per chip, 2 cores",
+        "HBM bandwidth of one core: the cap on all its DMA engines together.")
+
+    # --- GpSimd (spec §1) ---
+    gpsimd_cores: int = param(
+        8, "count", "ARCH: §1 GpSimd, 8 cores, core i on partitions [16i, 16i+16)",
+        "GpSimd cores; each is wired to pmax / gpsimd_cores consecutive SBUF partitions.")
+    gpsimd_tcm_bytes: int = param(
+        64 * KiB, "B", "ARCH: §1 GpSimd, 64 KiB local TCM per core", "Private memory of one GpSimd core.")
+    gpsimd_tcm_access_cycles: int = param(
+        3, "cycles", "ARCH: §1 GpSimd, TCM 3-cycle access", "Latency of a TCM load or store.")
+    gpsimd_simd_bits: int = param(
+        512, "bits", "ARCH: §1 GpSimd, 512-bit SIMD (16 x fp32)", "Vector register width of one GpSimd core.")
+
+    # --- DMA (spec §3) ---
+    dma_engines: int = param(16, "count", "DMA: §3 16 DMA engines per core", "DMA engines of one core.")
+    dma_queues_per_engine: int = param(
+        16, "count", "DMA: §3 each DMA engine has 16 queues",
+        "Queues of one DMA engine; it serves them round-robin, one transfer at a time.")
+    dma_engine_bandwidth: float = param(
+        17e9, "B/s", "DMA: §3 17 B/ns per engine in practice on Trn1 (default)",
+        "Bandwidth of one DMA engine: 17 B/ns as measured in practice, the spec's default (272 GB/s for 16). "
+        "The quoted peak is 27 GiB/s (about 29.0e9 B/s); the current DMA overview says 27.2 GB/s.")
+    dma_latency_ns: int = param(
+        1300, "ns", "DMA: §3 about 1300 ns from the releasing semaphore to data moving",
+        "Fixed cost of a DMA transfer before its first byte moves (cross-engine latency).", zero_ok=True)
+    dma_efficiency_table: tuple[tuple[int, float], ...] = param(
+        ((32, 0.015), (64, 0.03), (128, 0.05), (256, 0.10), (512, 0.21),
+         (1 * KiB, 0.42), (2 * KiB, 0.81), (4 * KiB, 0.97), (8 * KiB, 1.0)),
+        "B -> fraction", "DMA: §3 DMA overview figure, throughput by bytes per partition",
+        "DMA throughput as a fraction of the plateau by contiguous bytes per partition; "
+        "linear in log2(bytes) between points, clamped at both ends. The figure reads 98-100% "
+        "from 8 KiB up; ncsim takes 100%.")
+
+    # --- Synchronisation (spec §1) ---
+    semaphores: int = param(256, "count", "DRV: v2/address_map.h, 256 semaphores per core", "Hardware semaphores.")
+    sequencer_registers: int = param(
+        64, "count", "ARCH: §1 sequencers hold 64 x 32-bit scalar registers", "Scalar registers per sequencer.")
+    sequencer_register_bits: int = param(
+        32, "bits", "ARCH: §1 sequencers hold 64 x 32-bit scalar registers", "Width of a sequencer register.")
+
+    # --- Cost model (spec §5); in cycles of the engine that runs the instruction ---
+    min_ii: int = param(
+        64, "cycles", "ISA: §5 estimated instruction cost, MIN_II = 64",
+        "Minimum initiation interval: the least back-to-back cost of an instruction.", zero_ok=True)
+    fp32_matmul_slowdown: int = param(
+        4, "x", "ARCH: §1 fp32 matmul runs 4x slower (23 TFLOPS)",
+        "Factor on nc_matmul's cost when its operands are fp32.")
+    load_stationary_speedup: int = param(
+        4, "x", "ISA: §5 nc_matmul, LoadStationary up to 4x faster than a matmul",
+        "How much faster loading the stationary operand is than a matmul of the same free size.")
+    vector_dependent_extra_cycles: int = param(
+        100, "cycles", "PERF: §5 dependent or tiny Vector instructions pay about 100 cycles more",
+        "Extra cost of a Vector instruction that depends on the previous one or is tiny.", zero_ok=True)
+    scalar_dependent_issue_ns: int = param(
+        189, "ns", "PERF: §5 dependent one-element Scalar instructions issue about every 189 ns",
+        "Issue interval of back-to-back dependent one-element Scalar instructions "
+        "(264 cycles at 1.4 GHz).", zero_ok=True)
+    gpsimd_iota_fixed_cycles: int = param(
+        150, "cycles", "ISA: §5 iota, affine_select cost 150 + N",
+        "Fixed part of the cost of GpSimd iota and affine_select.", zero_ok=True)
+    dynamic_copy_min_cycles: int = param(
+        600, "cycles", "ISA: §5 dynamic-offset copies cost max(600, N)",
+        "Least cost of a copy whose offset is read at run time.", zero_ok=True)
+    access_start_cycles: int = param(
+        60, "cycles", "ARCH: §2 starting any tensor access costs about 60 cycles",
+        "Cost of starting a tensor access, in cycles of the accessing engine.", zero_ok=True)
+    access_elements_per_cycle: int = param(
+        128, "elements", "ARCH: §2 128 elements per cycle at 1.4 GHz per interface",
+        "Elements per cycle of access_clock_hz through one read or write interface, innermost stride "
+        "under access_wide_stride_bytes.")
+    access_clock_hz: int = param(
+        1_400_000_000, "Hz", "ARCH: §2 128 elements per cycle at 1.4 GHz per interface",
+        "Clock of the SBUF/PSUM read and write interfaces.")
+    access_wide_stride_bytes: int = param(
+        16, "B", "ARCH: §2 half the access rate when the innermost stride is 16 bytes or more",
+        "Innermost stride from which an access runs at the slower rate.")
+    access_wide_stride_slowdown: int = param(
+        2, "x", "ARCH: §2 half the access rate when the innermost stride is 16 bytes or more",
+        "Divisor of the access rate for an innermost stride of access_wide_stride_bytes or more.")
+
+    # --- Per-instruction limits (spec §2, §4) ---
+    free_elements_max_sbuf: int = param(
+        64 * KiB, "elements", "ISA: §2 most Vector/Scalar instructions take up to 64K free elements from SBUF",
+        "Free elements per partition an instruction may read from SBUF.")
+    free_elements_max_psum: int = param(
+        4 * KiB, "elements", "ISA: §2 most Vector/Scalar instructions take up to 4K free elements from PSUM",
+        "Free elements per partition an instruction may read from PSUM.")
+    free_dims_max: int = param(
+        4, "dims", "ISA: §2 access patterns have up to 4 free dimensions of [step, count]",
+        "Free dimensions of one access pattern.")
+
+    # --- Derived quantities ---
+
+    @derived("B", "sbuf_partition_bytes - sbuf_reserved_bytes")
+    def sbuf_usable_bytes(self) -> int:
+        """SBUF bytes per partition that kernels may allocate (NKI total_available_sbuf_size)."""
+        return self.sbuf_partition_bytes - self.sbuf_reserved_bytes
+
+    @derived("B", "pmax * sbuf_partition_bytes")
+    def sbuf_bytes(self) -> int:
+        return self.pmax * self.sbuf_partition_bytes
+
+    @derived("B", "psum_partition_bytes / psum_num_banks")
+    def psum_bank_bytes(self) -> int:
+        return self.psum_partition_bytes // self.psum_num_banks
+
+    @derived("B", "pmax * psum_partition_bytes")
+    def psum_bytes(self) -> int:
+        return self.pmax * self.psum_partition_bytes
+
+    @derived("elements", "psum_bank_bytes / 4 (fp32)")
+    def psum_fmax(self) -> int:
+        """fp32 elements per partition of one PSUM bank: the largest PSUM tile (NKI psum_fmax)."""
+        return self.psum_bank_bytes // 4
+
+    @derived("count", "pe_rows")
+    def gemm_kmax(self) -> int:
+        """Largest contraction size K of one nc_matmul: the partitions of both operands."""
+        return self.pe_rows
+
+    @derived("elements", "pe_cols")
+    def gemm_stationary_fmax(self) -> int:
+        """Largest free size M of nc_matmul's stationary operand (NKI gemm_stationary_fmax)."""
+        return self.pe_cols
+
+    @derived("elements", "psum_fmax")
+    def gemm_moving_fmax(self) -> int:
+        """Largest free size N of nc_matmul's moving operand: its fp32 output fills one bank."""
+        return self.psum_fmax
+
+    @derived("count", "pmax / gpsimd_cores")
+    def gpsimd_partitions_per_core(self) -> int:
+        return self.pmax // self.gpsimd_cores
+
+    @derived("elements", "gpsimd_simd_bits / 32")
+    def gpsimd_fp32_lanes(self) -> int:
+        return self.gpsimd_simd_bits // 32
+
+    @derived("FLOP/s", "2 * pe_rows * pe_cols * tensor_clock_hz")
+    def tensor_peak_flops(self) -> float:
+        """Peak Tensor engine throughput for 16-bit and smaller operands (spec: 91.75 TFLOPS)."""
+        return 2.0 * self.pe_rows * self.pe_cols * self.tensor_clock_hz
+
+    # --- Methods ---
+
+    def ticks_per_cycle(self, engine: str) -> int:
+        """Ticks of tick_hz in one cycle of `engine` ("tensor", "vector", "scalar" or "gpsimd")."""
+        if engine not in ENGINES:
+            raise ConfigError(f"unknown engine {engine!r}: expected one of {', '.join(ENGINES)}")
+        return self._ticks_per_cycle(f"{engine}_clock_hz")
+
+    def dma_efficiency(self, bytes_per_partition: float) -> float:
+        """Fraction of a DMA engine's bandwidth reached with chunks of `bytes_per_partition` bytes."""
+        table = self.dma_efficiency_table
+        if bytes_per_partition <= table[0][0]:
+            return table[0][1]
+        if bytes_per_partition >= table[-1][0]:
+            return table[-1][1]
+        i = bisect.bisect_right([b for b, _ in table], bytes_per_partition)
+        (b0, f0), (b1, f1) = table[i - 1], table[i]
+        t = (math.log2(bytes_per_partition) - math.log2(b0)) / (math.log2(b1) - math.log2(b0))
+        return min(f1, f0 + t * (f1 - f0))  # min: rounding must not step over the next point
+
+    def access_rate(self, innermost_stride_bytes: int) -> float:
+        """Elements per access_clock_hz cycle through one interface, for this innermost stride."""
+        if innermost_stride_bytes >= self.access_wide_stride_bytes:
+            return self.access_elements_per_cycle / self.access_wide_stride_slowdown
+        return float(self.access_elements_per_cycle)
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> Config:
+        """This configuration with the named parameters changed; values may be strings ("820e9", "0x100")."""
+        return dataclasses.replace(self, **{name: _convert(name, value) for name, value in overrides.items()})
+
+    # --- Validation ---
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, _checked(f, getattr(self, f.name)))
+        self._check_relations()
+
+    def _check_relations(self) -> None:
+        if self.sbuf_reserved_bytes >= self.sbuf_partition_bytes:
+            _fail(self, "sbuf_reserved_bytes",
+                  f"must be less than sbuf_partition_bytes = {_show(self, 'sbuf_partition_bytes')}")
+        if self.psum_partition_bytes % self.psum_num_banks:
+            _fail(self, "psum_num_banks",
+                  f"must divide psum_partition_bytes = {_show(self, 'psum_partition_bytes')} exactly "
+                  "(psum_num_banks x bank bytes = psum_partition_bytes)")
+        if self.psum_bank_bytes % 4:
+            _fail(self, "psum_partition_bytes",
+                  f"gives PSUM banks of {self.psum_bank_bytes} B with {self.psum_num_banks} banks; "
+                  "a bank must hold whole fp32 accumulators (a multiple of 4 bytes)")
+        if self.pmax % self.gpsimd_cores:
+            _fail(self, "gpsimd_cores", f"must divide pmax = {self.pmax} (each core owns equal partitions)")
+        if self.gpsimd_simd_bits % 32:
+            _fail(self, "gpsimd_simd_bits", "must be a multiple of 32 (whole fp32 lanes)")
+        for engine in ENGINES:
+            self._ticks_per_cycle(f"{engine}_clock_hz")
+        self._ticks_per_cycle("access_clock_hz")
+        _check_efficiency_table(self)
+
+    def _ticks_per_cycle(self, clock: str) -> int:
+        ticks, rest = divmod(self.tick_hz, getattr(self, clock))
+        if rest:
+            _fail(self, clock,
+                  f"must divide tick_hz = {_show(self, 'tick_hz')} exactly, so that one cycle is a whole "
+                  f"number of ticks ({self.tick_hz / getattr(self, clock):.4g} ticks per cycle)")
+        return ticks
+
+
+def _fail(config: Config, name: str, rule: str) -> None:
+    raise ConfigError(f"{name} = {_show(config, name)}: {rule}")
+
+
+def _checked(f: dataclasses.Field, value: Any) -> Any:
+    """`value` as the field's type (int, float or table), or ConfigError saying why it cannot be."""
+    name, default = f.name, f.default
+    if isinstance(default, tuple):
+        return _checked_table(name, value)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):  # numpy scalars from a sweep are fine
+        raise ConfigError(f"{name} = {value!r}: must be {_expected(default)}")
+    if isinstance(default, int):
+        try:
+            value = operator.index(value)
+        except TypeError:
+            raise ConfigError(f"{name} = {value!r}: must be an integer") from None
+        if value > INT_MAX:
+            raise ConfigError(f"{name} = {value}: must be at most {INT_MAX} (the simulator keeps it in int64)")
+    else:
+        try:
+            value = float(value)
+        except OverflowError:
+            value = math.inf
+        if not math.isfinite(value):
+            raise ConfigError(f"{name} = {value!r}: must be a finite number")
+    if value < 0 or (value == 0 and not f.metadata["zero_ok"]):
+        rule = "must not be negative" if f.metadata["zero_ok"] else "must be positive"
+        raise ConfigError(f"{name} = {_format(value, f.metadata['unit'])}: {rule}")
+    return value
+
+
+def _checked_table(name: str, value: Any) -> EfficiencyTable:
+    example = "e.g. [[32, 0.015], [8192, 1.0]]"
+    if not isinstance(value, list | tuple) or not value:
+        raise ConfigError(f"{name} = {value!r}: must be a non-empty list of [bytes, fraction] pairs, {example}")
+    table = []
+    for point in value:
+        if not isinstance(point, list | tuple) or len(point) != 2:
+            raise ConfigError(f"{name}: point {point!r} is not a [bytes, fraction] pair, {example}")
+        size, fraction = point
+        if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size <= 0:
+            raise ConfigError(f"{name}: point {list(point)!r}: bytes must be a positive integer")
+        if isinstance(fraction, bool) or not isinstance(fraction, numbers.Real) or not 0 < fraction <= 1:
+            raise ConfigError(f"{name}: point {list(point)!r}: the fraction must be a number in (0, 1]")
+        table.append((int(size), float(fraction)))
+    return tuple(table)
+
+
+def _check_efficiency_table(config: Config) -> None:
+    table = config.dma_efficiency_table
+    for (b0, f0), (b1, f1) in itertools.pairwise(table):
+        if b1 <= b0:
+            _fail(config, "dma_efficiency_table", f"bytes must increase from point to point ({b0} then {b1})")
+        if f1 < f0:
+            _fail(config, "dma_efficiency_table",
+                  f"efficiency must not fall as chunks grow ({f0:g} at {b0} B, then {f1:g} at {b1} B)")
+
+
+# --- Overrides: names and values as users write them ---
+
+_FIELDS = {f.name: f for f in dataclasses.fields(Config)}
+_DERIVED = {  # name -> (unit, formula)
+    name: attr.fget.derived
+    for name, attr in vars(Config).items()
+    if isinstance(attr, property) and hasattr(attr.fget, "derived")
+}
+
+
+def _convert(name: str, value: Any) -> Any:
+    """A user's value for parameter `name`, converted to the parameter's type."""
+    f = _FIELDS.get(name)
+    if f is None:
+        raise _unknown(name)
+    default = f.default
+    if isinstance(value, str):
+        text = value.strip()
+        if isinstance(default, tuple):
+            try:
+                value = tomllib.loads(f"v = {text}")["v"]
+            except tomllib.TOMLDecodeError:
+                raise ConfigError(f"{name} = {value!r}: must be {_expected(default)}") from None
+        elif isinstance(default, int):
+            value = _parse_int(name, text)
+        else:
+            try:
+                value = float(text)
+            except ValueError:
+                raise ConfigError(f"{name} = {value!r}: must be {_expected(default)}") from None
+    elif isinstance(default, int) and isinstance(value, float) and value.is_integer():
+        value = int(value)  # 5.6e9 in a TOML file names an integer number of Hz
+    return _checked(f, value)
+
+
+def _parse_int(name: str, text: str) -> int:
+    try:
+        return int(text, 0)  # 4096, 0x1000, 1_024
+    except ValueError:
+        pass
+    try:
+        number = Decimal(text.replace("_", ""))  # 2.8e9: exact, unlike float
+    except InvalidOperation:
+        number = None
+    if number is None or not number.is_finite() or number != number.to_integral_value():
+        raise ConfigError(f"{name} = {text!r}: must be an integer (e.g. 4096, 0x1000 or 2.8e9)")
+    if number > INT_MAX:  # before int(): int(Decimal("1e999999999")) would not finish
+        raise ConfigError(f"{name} = {text}: must be at most {INT_MAX} (the simulator keeps it in int64)")
+    return int(number)
+
+
+def _expected(default: Any) -> str:
+    if isinstance(default, tuple):
+        return "a list of [bytes, fraction] pairs, e.g. [[32, 0.015], [8192, 1.0]]"
+    return "an integer (e.g. 4096, 0x1000 or 2.8e9)" if isinstance(default, int) else "a number (e.g. 820e9)"
+
+
+def _unknown(name: str) -> ConfigError:
+    notes = ("`ncsim config` lists every parameter",)
+    if name in _DERIVED:
+        return ConfigError(f"{name} is derived ({_DERIVED[name][1]}) and cannot be set; "
+                           "set the parameters it is computed from", notes=notes)
+    close = difflib.get_close_matches(name, _FIELDS, n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    return ConfigError(f"unknown parameter {name!r}{hint}", notes=notes)
+
+
+def load_config(toml_path: str | None = None, sets: Iterable[str] = ()) -> Config:
+    """The defaults, then the parameters of a TOML file, then `key=value` overrides, later ones winning.
+
+    All overrides are applied together, so two parameters that must agree (PSUM size and banks) can
+    change at once.
+    """
+    overrides: dict[str, Any] = {}
+    if toml_path is not None:
+        try:
+            with open(toml_path, "rb") as fh:
+                data = tomllib.load(fh)
+        except OSError as e:
+            raise ConfigError(f"cannot read the configuration file: {e.strerror}", file=toml_path) from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"invalid TOML: {e}", file=toml_path) from None
+        for name, value in data.items():
+            try:
+                overrides[name] = _convert(name, value)
+            except ConfigError as e:
+                raise ConfigError(e.message, file=toml_path, notes=e.notes) from None
+    for text in sets:
+        name, sep, value = (part.strip() for part in text.partition("="))
+        if not sep or not name or not value:
+            raise ConfigError(f"malformed override {text!r}: expected the form key=value, e.g. hbm_bandwidth=820e9")
+        try:
+            overrides[name] = _convert(name, value)
+        except ConfigError as e:
+            raise ConfigError(e.message, notes=(f"in the override {text!r}", *e.notes)) from None
+    return DEFAULT.with_overrides(overrides)
+
+
+# --- Display ---
+
+
+def _format(value: Any, unit: str) -> str:
+    """A value with its unit, as a person writes it: 192 KiB, 2.8 GHz, 410 GB/s, 4x."""
+    if unit == "B":
+        for size, suffix in ((GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB")):
+            if value >= size and value % size == 0:
+                return f"{value // size} {suffix}"
+        return f"{value} B"
+    if unit in ("Hz", "B/s", "FLOP/s"):
+        for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+            if value >= scale:
+                return f"{value / scale:.6g} {prefix}{unit}"
+        return f"{value:g} {unit}"
+    if unit == "B -> fraction":
+        return ", ".join(f"{_format(b, 'B')}: {f * 100:g}%" for b, f in value)
+    if unit == "x":
+        return f"{value}x"
+    if unit == "count":
+        return str(value)
+    return f"{value:g} {unit}" if isinstance(value, float) else f"{value} {unit}"
+
+
+def _show(config: Config, name: str) -> str:
+    return _format(getattr(config, name), _FIELDS[name].metadata["unit"])
+
+
+def describe(config: Config) -> str:
+    """A table of every parameter (name, value, source) and every derived quantity (name, value,
+    formula). A '*' marks values that differ from the default."""
+    rows = []  # (mark, name, value, source)
+    for name, f in _FIELDS.items():
+        mark = "*" if getattr(config, name) != getattr(DEFAULT, name) else " "
+        rows.append((mark, name, _show(config, name), f.metadata["source"]))
+    rows.append(None)
+    for name, (unit, formula) in _DERIVED.items():
+        mark = "*" if getattr(config, name) != getattr(DEFAULT, name) else " "
+        rows.append((mark, name, _format(getattr(config, name), unit), f"= {formula}"))
+
+    name_width = max(len(name) for name in (*_FIELDS, *_DERIVED))
+    value_width = 16  # longer values (the DMA efficiency table) put their source on the next line
+    lines = [f"  {'parameter':<{name_width}}  {'value':<{value_width}}  source"]
+    for row in rows:
+        if row is None:
+            lines.append("")
+            lines.append(f"  {'derived':<{name_width}}  {'':<{value_width}}  formula")
+            continue
+        mark, name, value, source = row
+        if len(value) <= value_width:
+            lines.append(f"{mark} {name:<{name_width}}  {value:<{value_width}}  {source}")
+        else:
+            lines.append(f"{mark} {name:<{name_width}}  {value}")
+            lines.append(f"  {'':<{name_width}}  {'':<{value_width}}  {source}")
+    if any(row is not None and row[0] == "*" for row in rows):
+        lines.append("* differs from the default")
+    return "\n".join(lines)
+
+
+DEFAULT = Config()

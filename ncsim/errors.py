@@ -1,0 +1,86 @@
+"""Errors that reach a user: each names where (file:line:col or byte offset), shows the line, says the rule.
+
+Every failure that bad input can cause is an `NcsimError`; the CLI prints `format()` and exits 1.
+Anything else escaping is a bug in ncsim, not in the user's program.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SourceLoc:
+    """A place in a source file. `line` and `col` count from 1; `text` is the whole source line."""
+
+    file: str
+    line: int
+    col: int = 1
+    text: str = ""
+    length: int = 1  # how many characters the caret underline covers
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+class NcsimError(Exception):
+    """An error in the user's input, with where it happened and the rule it broke.
+
+    `loc` is a SourceLoc for text input; `offset` a byte offset for binary input (object files).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        loc: SourceLoc | None = None,
+        *,
+        file: str | None = None,
+        offset: int | None = None,
+        notes: tuple[str, ...] = (),
+    ):
+        super().__init__(message)
+        self.message = message
+        self.loc = loc
+        self.file = file if file is not None else (loc.file if loc else None)
+        self.offset = offset
+        self.notes = tuple(notes)
+
+    def at(self, loc: SourceLoc) -> NcsimError:
+        """The same error placed at `loc`, if it had no place yet."""
+        if self.loc is not None:
+            return self
+        return type(self)(self.message, loc, offset=self.offset, notes=self.notes)
+
+    def format(self) -> str:
+        if self.loc is not None:
+            head = f"{self.loc}: error: {self.message}"
+        elif self.file is not None and self.offset is not None:
+            head = f"{self.file}: byte {self.offset}: error: {self.message}"
+        elif self.file is not None:
+            head = f"{self.file}: error: {self.message}"
+        else:
+            head = f"error: {self.message}"
+        lines = [head]
+        if self.loc is not None and self.loc.text:
+            text = self.loc.text.rstrip("\n").expandtabs(1)
+            gutter = f"{self.loc.line:>5} | "
+            lines.append(gutter + text)
+            width = max(1, min(self.loc.length, len(text) - self.loc.col + 1))
+            lines.append(" " * (len(gutter) - 2) + "| " + " " * (self.loc.col - 1) + "^" + "~" * (width - 1))
+        lines.extend(f"  note: {n}" for n in self.notes)
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.format()
+
+
+class AsmError(NcsimError):
+    """Malformed assembly source: a lexical, syntactic or semantic rule of the language is broken."""
+
+
+class ObjectFileError(NcsimError):
+    """An object file that is not a well-formed ncsim ELF object."""
+
+
+class ConfigError(NcsimError):
+    """A hardware-parameter override that names no parameter or gives an invalid value."""

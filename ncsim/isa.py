@@ -1,0 +1,569 @@
+"""THE instruction table of NeuronCore-v2: every instruction declared once.
+
+Each row gives the NKI mnemonic, a stable opcode, the engines that may run it, its operands (each a
+typed field from `ncsim.asm.fields`), and its semantics and cost in words. The assembler's parser,
+the encoder and decoder, the disassembler, `ncsim isa` and docs/isa.md are all loops over `TABLE`.
+The functions that execute an instruction and time it are attached by the engine modules
+(`execute` and `cost` slots), so that this file stays the single declaration.
+
+Operand order follows NKI with the destination first (as in the NKI ISA's explicit-`dst` form):
+required operands may be written by position, optional ones by keyword. Facts come from the NKI
+`nki.isa` reference (SDK 2.23) and the spec (`spec/neuroncore-v2.md` §4-§5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ncsim.asm.fields import (
+    APKind,
+    BoolKind,
+    ConstKind,
+    EnumKind,
+    FloatKind,
+    IntKind,
+    IntListKind,
+    Kind,
+    PatternKind,
+    SemListKind,
+    SemOneKind,
+    SIGNAL_OPS,
+    WAIT_OPS,
+)
+from ncsim import dtypes
+from ncsim.memory.access import Immediate, Memory
+
+ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
+ENGINE_NAMES = {
+    "tensor": "Tensor engine (PE): 128x128 systolic array",
+    "vector": "Vector engine (DVE)",
+    "scalar": "Scalar engine (ACT)",
+    "gpsimd": "GpSimd engine (POOL): 8 cores of 512-bit SIMD",
+    "sync": "Sync engine (SP): a sequencer that mostly issues DMAs",
+}
+
+# --------------------------------------------------------------------------- ALU operators (SHARED)
+# name, arity, class ("arith": computed in fp32; "bitvec": on the integer bits), reducible, summary
+ALU_OPS: tuple[tuple[str, int, str, bool, str], ...] = (
+    ("add", 2, "arith", True, "a + b"),
+    ("subtract", 2, "arith", True, "a - b"),
+    ("multiply", 2, "arith", True, "a * b"),
+    ("divide", 2, "arith", False, "a / b (IEEE: x/0 is inf or nan)"),
+    ("maximum", 2, "arith", True, "max(a, b); NaN if either is NaN"),
+    ("minimum", 2, "arith", True, "min(a, b); NaN if either is NaN"),
+    ("power", 2, "arith", False, "a ** b (GpSimd)"),
+    ("equal", 2, "arith", False, "1.0 if a == b else 0.0"),
+    ("not_equal", 2, "arith", False, "1.0 if a != b else 0.0"),
+    ("greater", 2, "arith", False, "1.0 if a > b else 0.0"),
+    ("greater_equal", 2, "arith", False, "1.0 if a >= b else 0.0"),
+    ("less", 2, "arith", False, "1.0 if a < b else 0.0"),
+    ("less_equal", 2, "arith", False, "1.0 if a <= b else 0.0"),
+    ("logical_and", 2, "arith", True, "1.0 if a != 0 and b != 0 else 0.0"),
+    ("logical_or", 2, "arith", True, "1.0 if a != 0 or b != 0 else 0.0"),
+    ("logical_xor", 2, "arith", True, "1.0 if (a != 0) != (b != 0) else 0.0"),
+    ("logical_not", 1, "arith", False, "1.0 if a == 0 else 0.0"),
+    ("abs", 1, "arith", False, "|a|"),
+    ("rsqrt", 1, "arith", False, "1 / sqrt(a)"),
+    ("reciprocal", 1, "arith", False, "1 / a"),
+    ("bitwise_and", 2, "bitvec", True, "a & b on the integer bits"),
+    ("bitwise_or", 2, "bitvec", True, "a | b on the integer bits"),
+    ("bitwise_xor", 2, "bitvec", True, "a ^ b on the integer bits"),
+    ("invert", 1, "bitvec", False, "~a on the integer bits"),
+    ("left_shift", 2, "bitvec", False, "a << b (logical)"),
+    ("right_shift", 2, "bitvec", False, "a >> b (logical)"),
+)
+ALU_ALIASES = {"max": "maximum", "min": "minimum", "pow": "power", "sub": "subtract", "mul": "multiply",
+               "div": "divide", "amax": "maximum", "amin": "minimum"}
+
+# --------------------------------------------------------------------------- activation functions (SHARED)
+# name, formula in float64 (ncsim evaluates it in float64 and rounds once to fp32, spec §6)
+ACTIVATION_FUNCS: tuple[tuple[str, str], ...] = (
+    ("copy", "x"),
+    ("square", "x * x"),
+    ("sigmoid", "1 / (1 + exp(-x))"),
+    ("relu", "max(x, 0)"),
+    ("gelu", "x * (1 + erf(x / sqrt(2))) / 2"),
+    ("gelu_dx", "(1 + erf(x / sqrt(2))) / 2 + x * exp(-x*x/2) / sqrt(2*pi)"),
+    ("gelu_apprx_tanh", "x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))) / 2"),
+    ("silu", "x / (1 + exp(-x))"),
+    ("silu_dx", "s + x * s * (1 - s) with s = sigmoid(x)"),
+    ("tanh", "tanh(x)"),
+    ("softplus", "log(1 + exp(x))"),
+    ("mish", "x * tanh(softplus(x))"),
+    ("erf", "erf(x)"),
+    ("erf_dx", "2 / sqrt(pi) * exp(-x*x)"),
+    ("exp", "exp(x)"),
+    ("log", "log(x)"),
+    ("sin", "sin(x)"),
+    ("arctan", "arctan(x)"),
+    ("sqrt", "sqrt(x)"),
+    ("rsqrt", "1 / sqrt(x)"),
+    ("reciprocal", "1 / x"),
+    ("sign", "-1, 0 or 1 (NaN stays NaN)"),
+    ("abs", "|x|"),
+)
+
+ALU = EnumKind(table="ALU operators", choices=tuple(o[0] for o in ALU_OPS), aliases=ALU_ALIASES)
+ALU_OPTIONAL = EnumKind(table="ALU operators", choices=tuple(o[0] for o in ALU_OPS), aliases=ALU_ALIASES,
+                        optional=True)
+ACT_FUNC = EnumKind(table="activation functions", choices=tuple(f[0] for f in ACTIVATION_FUNCS))
+REDUCE_CMD = EnumKind(table="accumulator commands", choices=("idle", "reset", "reduce", "reset_reduce"))
+CMP_OP = EnumKind(table="comparisons", choices=("equal", "not_equal", "greater", "greater_equal", "less",
+                                                "less_equal"))
+
+SBUF_PSUM = (Memory.SBUF, Memory.PSUM)
+TILE = APKind(memories=SBUF_PSUM)
+SBUF_TILE = APKind(memories=(Memory.SBUF,))
+PSUM_TILE = APKind(memories=(Memory.PSUM,))
+TILE_OR_CONST = APKind(memories=SBUF_PSUM, imm=True)
+OPT_TILE = APKind(memories=SBUF_PSUM, optional=True)
+OPT_TILE_OR_CONST = APKind(memories=SBUF_PSUM, imm=True, optional=True)
+DMA_AP = APKind(memories=(Memory.SBUF, Memory.HBM))
+WAITS = SemListKind(ops=WAIT_OPS)
+SIGNALS = SemListKind(ops=SIGNAL_OPS)
+
+REQUIRED: Any = object()
+ONE = Immediate(1.0, dtypes.FLOAT32)
+
+
+@dataclass(frozen=True)
+class Operand:
+    name: str
+    kind: Kind
+    doc: str
+    default: Any = REQUIRED
+    role: str = ""  # for access patterns: "in" (read), "out" (written) or "inout" (read and written)
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+
+def dst(doc: str = "destination tile", kind: Kind = TILE, role: str = "out") -> Operand:
+    return Operand("dst", kind, doc, role=role)
+
+
+def src(name: str, doc: str, kind: Kind = TILE, default: Any = REQUIRED) -> Operand:
+    return Operand(name, kind, doc, default=default, role="in")
+
+
+def opt(name: str, kind: Kind, default: Any, doc: str) -> Operand:
+    return Operand(name, kind, doc, default=default, role="in" if isinstance(kind, APKind) else "")
+
+
+@dataclass(frozen=True)
+class InstrSpec:
+    """One row of the table."""
+
+    mnemonic: str
+    opcode: int
+    engines: tuple[str, ...]  # the first is the default
+    operands: tuple[Operand, ...]
+    summary: str  # one line, for `ncsim isa`
+    semantics: str  # what it computes, in words precise enough to implement
+    cost: str  # its cost in engine cycles, in words (spec §5)
+    # Filled in by ncsim.engines when they are imported (functional and timing issues):
+    slots: dict[str, Callable[..., Any]] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def engine_field(self) -> Operand | None:
+        if len(self.engines) < 2:
+            return None
+        kind = EnumKind(table="engines of " + self.mnemonic, choices=self.engines)
+        return Operand("engine", kind, "the engine that runs it", default=self.engines[0])
+
+    @property
+    def all_operands(self) -> tuple[Operand, ...]:
+        """The row's operands, then the engine choice (if any), then the semaphore lists every instruction has."""
+        extra = (self.engine_field,) if self.engine_field else ()
+        return self.operands + extra + SYNC_OPERANDS
+
+    def operand(self, name: str) -> Operand | None:
+        return next((o for o in self.all_operands if o.name == name), None)
+
+    def syntax(self) -> str:
+        parts = [o.name for o in self.operands if o.required]
+        parts += [f"{o.name}={o.kind.format(o.default)}" for o in self.operands if not o.required]
+        if self.engine_field:
+            parts.append(f"engine={self.engines[0]}")
+        return f"{self.mnemonic} " + ", ".join(parts)
+
+
+SYNC_OPERANDS = (
+    Operand("wait", WAITS, "semaphores to wait for before starting: [sN>=value, ...]", default=()),
+    Operand("signal", SIGNALS, "semaphores to update on completion: [sN+=value, ...]", default=()),
+)
+
+ALL_ENGINES = ("sync", "tensor", "vector", "scalar", "gpsimd")
+MIN_II = "MIN_II"
+
+TABLE: tuple[InstrSpec, ...] = (
+    # ------------------------------------------------------------------ Tensor engine
+    InstrSpec(
+        "nc_matmul", 0x01, ("tensor",),
+        (
+            dst("PSUM tile [M, N], fp32", kind=PSUM_TILE),
+            src("stationary", "[K, M] in SBUF: K partitions (contraction, <= 128), M <= 128", SBUF_TILE),
+            src("moving", "[K, N] in SBUF: N <= 512", SBUF_TILE),
+            opt("accumulate", BoolKind(), False, "add onto the PSUM tile instead of overwriting it"),
+        ),
+        "dst[M,N] (+)= stationary^T @ moving on the 128x128 systolic array",
+        "dst[m, n] = sum over k = 0..K-1, in that order, of stationary[k, m] * moving[k, n]: each product in fp32,"
+        " accumulated in fp32; with accumulate=true the sum starts from the PSUM value instead of 0."
+        " Inputs fp8/bf16/fp16/tf32/fp32 (fp32 and tf32 only with each other); dst is fp32 in PSUM, inside one bank.",
+        "max(min(64, M), N) Tensor cycles, x4 when the operands are fp32; the stationary load runs in the"
+        " background and overlaps the previous matmul",
+    ),
+    InstrSpec(
+        "nc_transpose", 0x02, ("tensor", "vector"),
+        (dst("the transposed tile [F, P]"), src("data", "[P, F]: up to 128x128 on Tensor, 32x32 on Vector")),
+        "swap the partition and free axes",
+        "dst[f, p] = data[p, f] (multiple free axes are flattened first). On Tensor: data in SBUF, dst in PSUM,"
+        " computed as a matmul with the identity (exact for finite values). On Vector: up to 32x32, SBUF or PSUM.",
+        "Tensor: max(P, min(64, F)) cycles; Vector: max(MIN_II, N)",
+    ),
+    # ------------------------------------------------------------------ Scalar engine
+    InstrSpec(
+        "activation", 0x10, ("scalar",),
+        (
+            dst(),
+            src("data", "input tile"),
+            Operand("op", ACT_FUNC, "the activation function"),
+            opt("bias", OPT_TILE, None, "[P, 1] column added before the function (v2: a vector, not a scalar)"),
+            opt("scale", TILE_OR_CONST, ONE, "constant or [P, 1] column multiplying the input"),
+            opt("reduce_cmd", REDUCE_CMD, "idle", "what to do with the 128 fp32 accumulator registers"),
+            Operand("reduce_res", OPT_TILE, "[P, 1] tile that receives the accumulators", default=None, role="out"),
+        ),
+        "dst = op(data * scale + bias), optionally add-reducing into accumulators",
+        "out = op(data * scale + bias) per element, the multiply and add in fp32, op in float64 rounded once"
+        " to fp32. reduce_cmd: reset zeroes the per-partition accumulators; reduce adds the row sums of out"
+        " (sequentially, left to right); reset_reduce does both. reduce_res, when given, receives the accumulators.",
+        "max(MIN_II, N) Scalar cycles; + MIN_II when reducing",
+    ),
+    InstrSpec(
+        "activation_reduce", 0x11, ("scalar",),
+        (
+            dst(),
+            src("data", "input tile"),
+            Operand("op", ACT_FUNC, "the activation function"),
+            Operand("reduce_res", TILE, "[P, 1] tile receiving the row sums", role="out"),
+            opt("bias", OPT_TILE, None, "[P, 1] column added before the function"),
+            opt("scale", TILE_OR_CONST, ONE, "constant or [P, 1] column multiplying the input"),
+        ),
+        "dst = op(data * scale + bias) and reduce_res = its row sums",
+        "as activation with reduce_cmd=reset_reduce: reduce_res[p] = sum over the free axes, left to right in fp32,"
+        " of the fp32 results (add is the only reduction on v2).",
+        "max(MIN_II, N) + MIN_II Scalar cycles",
+    ),
+    # ------------------------------------------------------------------ Vector engine (and friends)
+    InstrSpec(
+        "tensor_tensor", 0x20, ("vector", "gpsimd"),
+        (dst(), src("data1", "first input"), src("data2", "second input, same shape"),
+         Operand("op", ALU, "binary ALU operator")),
+        "elementwise dst = data1 op data2",
+        "out = data1 op data2 elementwise; arithmetic ops in fp32, bitvec ops on the integer bits. The inputs"
+        " may not both be in PSUM. GpSimd runs power and 32-bit integer add/subtract/multiply, and cannot reach PSUM.",
+        "max(MIN_II, N) if one input is in PSUM and the other in SBUF, or all bf16 add/subtract/multiply with"
+        " unit stride; else max(MIN_II, 2N)",
+    ),
+    InstrSpec(
+        "tensor_scalar", 0x21, ("vector", "scalar", "gpsimd"),
+        (
+            dst(),
+            src("data", "input tile"),
+            Operand("op0", ALU, "first operator"),
+            src("operand0", "constant or [P, 1] column", TILE_OR_CONST),
+            opt("reverse0", BoolKind(), False, "compute operand0 op0 data instead of data op0 operand0"),
+            opt("op1", ALU_OPTIONAL, None, "optional second operator"),
+            opt("operand1", OPT_TILE_OR_CONST, None, "constant or [P, 1] column for op1"),
+            opt("reverse1", BoolKind(), False, "compute operand1 op1 tmp instead of tmp op1 operand1"),
+        ),
+        "dst = (data op0 operand0) op1 operand1, operands broadcast along the free axis",
+        "tmp = data op0 operand0 (reversed when reverse0), then out = tmp op1 operand1 (reversed when reverse1)"
+        " if op1 is given; each op in fp32 (bitvec ops on the integer bits, Vector only). Scalar runs a subset;"
+        " GpSimd runs rsqrt.",
+        "max(MIN_II, N) cycles",
+    ),
+    InstrSpec(
+        "tensor_scalar_reduce", 0x22, ("vector",),
+        (
+            dst(),
+            src("data", "input tile"),
+            Operand("op0", ALU, "the operator"),
+            src("operand0", "constant or [P, 1] column", TILE_OR_CONST),
+            Operand("reduce_op", ALU, "the reduction: add, subtract, multiply, maximum or minimum"),
+            Operand("reduce_res", TILE, "[P, 1] tile receiving the reduction", role="out"),
+            opt("reverse0", BoolKind(), False, "compute operand0 op0 data"),
+        ),
+        "dst = data op0 operand0, and reduce_res = its reduction along the free axes",
+        "out = data op0 operand0 in fp32; reduce_res[p] = reduce_op over out[p, :], sequentially left to right.",
+        "max(MIN_II, N) + MIN_II Vector cycles",
+    ),
+    InstrSpec(
+        "scalar_tensor_tensor", 0x23, ("vector",),
+        (
+            dst(),
+            src("data", "input tile"),
+            Operand("op0", ALU, "first operator"),
+            src("operand0", "constant or [P, 1] column", TILE_OR_CONST),
+            Operand("op1", ALU, "second operator"),
+            src("operand1", "tile of the same shape as data"),
+            opt("reverse0", BoolKind(), False, "compute operand0 op0 data"),
+            opt("reverse1", BoolKind(), False, "compute operand1 op1 tmp"),
+        ),
+        "dst = (data op0 operand0) op1 operand1, with operand1 a full tile",
+        "tmp = data op0 operand0 (reversed when reverse0); out = tmp op1 operand1 (reversed when reverse1); fp32,"
+        " arithmetic ops only. data and operand1 may not both be in PSUM.",
+        "N Vector cycles for bf16 subtract then multiply with even N; else 2N",
+    ),
+    InstrSpec(
+        "tensor_reduce", 0x24, ("vector",),
+        (
+            dst("[P, ...] tile of the kept axes"),
+            src("data", "input tile"),
+            Operand("op", ALU, "reducible operator: add, subtract, multiply, maximum, minimum, logical/bitwise and/or/xor"),
+            opt("axis", IntListKind(max_len=4, lo=1, hi=4, min_len=1, what="free axes"), (1,),
+                "free axes to reduce, numbered from 1 after the partition axis; the last ones, ending at the innermost"),
+            opt("negate", BoolKind(), False, "negate the result"),
+        ),
+        "reduce along free axes",
+        "out[p, kept...] = op over the reduced axes, sequentially in row-major order, in fp32 (bitvec ops on the bits);"
+        " negated when negate.",
+        "N/2 Vector cycles for bf16 add or maximum; else N",
+    ),
+    InstrSpec(
+        "tensor_tensor_scan", 0x25, ("vector",),
+        (
+            dst(),
+            src("data0", "first input"),
+            src("data1", "second input, same shape"),
+            src("initial", "constant or [P, 1] column: the value before element 0", TILE_OR_CONST),
+            Operand("op0", ALU, "operator combining data0 with the running result"),
+            Operand("op1", ALU, "operator combining that with data1"),
+            opt("reverse0", BoolKind(), False, "compute result op0 data0 instead of data0 op0 result"),
+            opt("reverse1", BoolKind(), False, "compute data1 op1 tmp instead of tmp op1 data1"),
+        ),
+        "scan along the free axis: res[i] = op1(op0(data0[i], res[i-1]), data1[i])",
+        "res[:, -1] = initial; res[:, i] = (data0[:, i] op0 res[:, i-1]) op1 data1[:, i] for i = 0..N-1 in order,"
+        " in fp32, over the flattened free axes.",
+        "max(MIN_II, 2N) Vector cycles",
+    ),
+    InstrSpec(
+        "tensor_copy", 0x26, ("vector", "gpsimd", "scalar"),
+        (dst(), src("src", "input tile of the same element count per partition")),
+        "copy a tile, converting the dtype",
+        "out = src; bit-exact when the dtypes match (Vector, GpSimd), else through fp32. On Scalar always"
+        " through fp32.",
+        "max(MIN_II, N) cycles",
+    ),
+    InstrSpec(
+        "tensor_copy_predicated", 0x27, ("vector",),
+        (
+            dst("tile updated in place", role="inout"),
+            src("src", "tile or constant copied where the predicate holds", TILE_OR_CONST),
+            src("predicate", "uint8/16/32 tile: nonzero means copy"),
+            opt("reverse_pred", BoolKind(), False, "copy where the predicate is zero instead"),
+        ),
+        "dst = where(predicate, src, dst)",
+        "dst[i] = src[i] where predicate[i] != 0 (== 0 when reverse_pred); other elements keep their value."
+        " src and predicate may not both be in PSUM.",
+        "max(MIN_II, N) when the operands span memories; max(MIN_II, 2N) all in SBUF",
+    ),
+    InstrSpec(
+        "tensor_copy_dynamic_src", 0x28, ("vector", "gpsimd", "scalar"),
+        (
+            dst(),
+            src("src", "source pattern whose start moves by the dynamic offset"),
+            src("index", "one int32 element in SBUF holding the offset, in elements of src", SBUF_TILE),
+        ),
+        "copy from a source at a run-time offset",
+        "out = src shifted by index[0] elements along each partition's free memory (read at run time).",
+        "max(600, N) cycles",
+    ),
+    InstrSpec(
+        "tensor_copy_dynamic_dst", 0x29, ("vector", "gpsimd", "scalar"),
+        (
+            dst("destination pattern whose start moves by the dynamic offset"),
+            src("src", "input tile"),
+            src("index", "one int32 element in SBUF holding the offset, in elements of dst", SBUF_TILE),
+        ),
+        "copy to a destination at a run-time offset",
+        "dst shifted by index[0] elements = src.",
+        "max(600, N) cycles",
+    ),
+    InstrSpec(
+        "memset", 0x2A, ("vector", "gpsimd"),
+        (dst(), Operand("value", ConstKind(), "the constant")),
+        "fill a tile with a constant",
+        "every element of dst = value, converted to dst's dtype (round to nearest even).",
+        "max(MIN_II, N/2) for zero into a 16-bit float dtype; else max(MIN_II, N)",
+    ),
+    InstrSpec(
+        "reciprocal", 0x2B, ("vector",),
+        (dst(), src("data", "input tile")),
+        "dst = 1 / data (Vector: more precise, slower than activation reciprocal)",
+        "out = 1 / data in fp32 (IEEE division).",
+        "max(MIN_II, 8N) Vector cycles",
+    ),
+    InstrSpec(
+        "bn_stats", 0x2C, ("vector",),
+        (dst("[P, 6] statistics"), src("data", "input tile, at most 512 elements per partition")),
+        "mean/variance statistics of each partition's elements, split even/odd",
+        "out[p] = [n_even, mean_even, var_even * n_even, n_odd, mean_odd, var_odd * n_odd] over the elements at"
+        " even and odd positions of the flattened free axis, in fp32.",
+        "max(MIN_II, N) Vector cycles",
+    ),
+    InstrSpec(
+        "bn_aggr", 0x2D, ("vector",),
+        (dst("[P, 2]: mean, variance"), src("data", "[P, 3k]: k (count, mean, variance*count) triples")),
+        "combine bn_stats triples into mean and population variance",
+        "out[p] = [mean, variance] of the union of the groups described by the triples (population variance),"
+        " combined in order in fp32.",
+        "max(MIN_II, 13N/3) Vector cycles",
+    ),
+    InstrSpec(
+        "max8", 0x2E, ("vector",),
+        (dst("[P, 8]"), src("src", "input tile, 8 to 16384 elements per partition")),
+        "the 8 largest values of each partition, in descending order",
+        "out[p] = the 8 largest values of src[p] (compared in fp32), largest first.",
+        "N Vector cycles",
+    ),
+    InstrSpec(
+        "nc_find_index8", 0x2F, ("vector",),
+        (dst("[P, 8] uint16 or uint32 indices"), src("data", "input tile"), src("vals", "[P, 8] values to find")),
+        "index of the first occurrence of each of 8 values per partition",
+        "out[p, j] = the smallest flat free index i with data[p, i] == vals[p, j] (undefined if absent).",
+        "N Vector cycles",
+    ),
+    InstrSpec(
+        "nc_match_replace8", 0x30, ("vector",),
+        (
+            dst("copy of data with the matches replaced"),
+            src("data", "input tile"),
+            src("vals", "[P, 8] values to find"),
+            Operand("imm", FloatKind(), "the replacement value"),
+            Operand("dst_idx", OPT_TILE, "optional [P, 8] uint32 tile receiving the replaced indices",
+                    default=None, role="out"),
+        ),
+        "replace the first occurrence of each of 8 values per partition",
+        "for j = 0..7 in order: the first i with data[p, i] == vals[p, j] (among elements not yet replaced) gets"
+        " imm, and dst_idx[p, j] = i.",
+        "max(MIN_II, N) Vector cycles",
+    ),
+    InstrSpec(
+        "dropout", 0x31, ("vector",),
+        (
+            dst(),
+            src("data", "input tile"),
+            src("prob", "drop probability: constant or [P, 1] column", TILE_OR_CONST),
+            opt("seed", IntKind(lo=0, hi=2**32 - 1), 0, "seed of ncsim's counter-based random stream"),
+        ),
+        "zero each element with probability prob",
+        "out[i] = 0 where u(seed, p, i) < prob else data[i]; u is ncsim's documented counter-based uniform in [0, 1)."
+        " Kept values are not rescaled.",
+        "max(MIN_II, N) Vector cycles",
+    ),
+    InstrSpec(
+        "nc_stream_shuffle", 0x32, ("vector",),
+        (
+            dst("destination, updated in place", role="inout"),
+            src("src", "source tile"),
+            Operand("shuffle_mask", IntListKind(max_len=32, lo=0, hi=255, min_len=32, what="source partitions"),
+                    "32 entries: output partition i of each 32-partition quadrant copies source partition"
+                    " mask[i]; 255 leaves it unchanged"),
+        ),
+        "move data between partitions within each 32-partition quadrant",
+        "for each quadrant q and i in 0..31 with mask[i] != 255: dst[32q + i] = src[32q + mask[i]].",
+        "max(MIN_II, N) Vector cycles",
+    ),
+    # ------------------------------------------------------------------ GpSimd engine
+    InstrSpec(
+        "iota", 0x40, ("gpsimd",),
+        (
+            dst("SBUF tile", kind=SBUF_TILE),
+            Operand("pattern", PatternKind(), "[[step, count], ...]: the affine pattern over dst's free axes"),
+            opt("offset", IntKind(), 0, "constant term"),
+            opt("channel_multiplier", IntKind(), 0, "multiplier of the partition index"),
+        ),
+        "fill a tile with an affine function of the indices",
+        "dst[p, i...] = offset + channel_multiplier * p + sum_k step_k * i_k, in int32, converted to dst's dtype.",
+        "150 + N GpSimd cycles",
+    ),
+    InstrSpec(
+        "affine_select", 0x41, ("gpsimd",),
+        (
+            dst("SBUF tile", kind=SBUF_TILE),
+            src("on_true", "SBUF tile selected where the predicate holds", SBUF_TILE),
+            Operand("pattern", PatternKind(), "[[step, count], ...] of the affine value over the free axes"),
+            Operand("on_false_value", FloatKind(), "fp32 value where the predicate fails"),
+            opt("offset", IntKind(), 0, "constant term of the affine value"),
+            opt("channel_multiplier", IntKind(), 0, "multiplier of the partition index"),
+            opt("cmp_op", CMP_OP, "greater", "comparison of the affine value with 0"),
+        ),
+        "select on an affine predicate of the indices (masks, triangles)",
+        "v = offset + channel_multiplier * p + sum_k step_k * i_k (int32); dst = on_true where cmp_op(v, 0)"
+        " else on_false_value.",
+        "150 + N GpSimd cycles",
+    ),
+    InstrSpec(
+        "tensor_partition_reduce", 0x42, ("gpsimd",),
+        (dst("[1, ...] SBUF tile", kind=SBUF_TILE), src("data", "SBUF input tile", SBUF_TILE),
+         Operand("op", ALU, "add, maximum, bitwise_or or bitwise_and")),
+        "reduce across partitions",
+        "out[0, i] = op over partitions p = 0..P-1, in order, of data[p, i] (fp32; bitvec ops on the bits).",
+        "max(MIN_II, N) GpSimd cycles per partition reduced",
+    ),
+    InstrSpec(
+        "local_gather", 0x43, ("gpsimd",),
+        (
+            dst("SBUF tile", kind=SBUF_TILE),
+            src("src", "SBUF source, partitions a multiple of 16", SBUF_TILE),
+            src("index", "uint16 SBUF indices, flattened partition-first within each core's 16 partitions",
+                SBUF_TILE),
+            opt("num_elem_per_idx", IntKind(lo=1, hi=32), 1, "contiguous elements per index: 1, 2, 4, 8, 16 or 32"),
+            opt("num_valid_indices", IntKind(lo=0, hi=4096), 0, "indices used per core (0: all)"),
+        ),
+        "gather within each GpSimd core's 16 partitions",
+        "each core c gathers, for its flattened indices j, num_elem_per_idx elements starting at element index[j]"
+        " of the core's 16-partition block of src flattened partition-first, into its block of dst.",
+        "150 + num_valid_indices * num_elem_per_idx / C GpSimd cycles (C from the NKI reference)",
+    ),
+    # ------------------------------------------------------------------ DMA
+    InstrSpec(
+        "dma_copy", 0x50, ("sync", "scalar", "gpsimd", "vector", "tensor"),
+        (
+            Operand("dst", DMA_AP, "destination in HBM or SBUF", role="out"),
+            src("src", "source in HBM or SBUF, the same number of elements", DMA_AP),
+            opt("accumulate", BoolKind(), False, "add into dst (through fp32) instead of overwriting"),
+            opt("queue", IntKind(lo=0, hi=255), 0, "DMA queue: engine = queue // 16, queue within it = queue % 16"),
+        ),
+        "copy between HBM and SBUF on a DMA queue",
+        "dst = src element by element in iteration order, converting the dtype through fp32 when they differ;"
+        " with accumulate, dst = dst + src in fp32. Issued by `engine` onto DMA queue `queue`.",
+        "~1300 ns latency + bytes / (17 B/ns per DMA engine at the efficiency of its chunk size), capped by HBM",
+    ),
+    # ------------------------------------------------------------------ semaphores
+    InstrSpec(
+        "sem_wait", 0x60, ALL_ENGINES,
+        (Operand("cond", SemOneKind(ops=WAIT_OPS), "sN>=value or sN==value"),),
+        "stall the engine until a semaphore condition holds",
+        "the engine's queue does not advance until the condition holds.",
+        "no engine cycles beyond the wait",
+    ),
+    InstrSpec(
+        "sem_signal", 0x61, ALL_ENGINES,
+        (Operand("update", SemOneKind(ops=SIGNAL_OPS), "sN+=value, sN-=value or sN=value"),),
+        "update a semaphore when the engine reaches this point",
+        "applies the update once every earlier instruction of the engine has completed.",
+        "no engine cycles",
+    ),
+)
+
+BY_MNEMONIC: dict[str, InstrSpec] = {row.mnemonic: row for row in TABLE}
+BY_OPCODE: dict[int, InstrSpec] = {row.opcode: row for row in TABLE}
+
+
+def alu_info(name: str) -> tuple[str, int, str, bool, str]:
+    return next(o for o in ALU_OPS if o[0] == name)

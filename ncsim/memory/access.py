@@ -1,0 +1,95 @@
+"""Hardware access patterns: which elements of which memory an operand reads or writes.
+
+An on-chip (SBUF/PSUM) access pattern covers `partitions` consecutive partitions starting at
+`partition`; inside every partition it visits the same elements: from byte `offset`, up to 4 free
+dimensions of (step, count), counted in elements, outermost first (innermost last), as NKI writes them.
+An HBM access pattern has no partitions: from byte address `offset`, up to 5 dimensions of
+(step, count); the outermost one plays the partition dimension's role when HBM meets SBUF in a DMA.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+
+from ncsim.dtypes import DType
+
+
+class Memory(enum.IntEnum):
+    NONE = 0  # an optional operand that is absent
+    SBUF = 1
+    PSUM = 2
+    HBM = 3
+    IMM = 4  # not memory: an immediate scalar where an operand may be a constant or a [P,1] column
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+ON_CHIP = (Memory.SBUF, Memory.PSUM)
+
+
+@dataclass(frozen=True)
+class AccessPattern:
+    memory: Memory
+    dtype: DType
+    partition: int  # first partition (0 for HBM)
+    partitions: int  # number of partitions (0 for HBM: no partition dimension)
+    offset: int  # bytes: inside each partition on chip; the absolute address in HBM
+    dims: tuple[tuple[int, int], ...]  # (step, count) in elements, outermost first
+
+    @property
+    def on_chip(self) -> bool:
+        return self.memory in ON_CHIP
+
+    @property
+    def free_shape(self) -> tuple[int, ...]:
+        return tuple(c for _, c in self.dims)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The operand's logical shape: partition dimension first on chip."""
+        return ((self.partitions,) if self.on_chip else ()) + self.free_shape
+
+    @property
+    def free_elements(self) -> int:
+        return int(np.prod(self.free_shape, dtype=np.int64)) if self.dims else 1
+
+    @property
+    def num_elements(self) -> int:
+        return self.free_elements * (self.partitions if self.on_chip else 1)
+
+    def element_offsets(self) -> np.ndarray:
+        """Element offsets (from `offset`) visited in one partition, in iteration order, as an array
+        of `free_shape`."""
+        idx = np.zeros((), dtype=np.int64)
+        for step, count in self.dims:
+            idx = idx[..., None] + np.arange(count, dtype=np.int64) * step
+        return idx
+
+    def byte_span(self) -> tuple[int, int]:
+        """[lo, hi) bytes touched inside one partition (on chip) or in HBM, relative to address 0."""
+        lo = hi = 0
+        for step, count in self.dims:
+            reach = step * (count - 1)
+            lo, hi = (lo + reach, hi) if reach < 0 else (lo, hi + reach)
+        size = self.dtype.itemsize
+        return self.offset + lo * size, self.offset + hi * size + size
+
+    def innermost_step_bytes(self) -> int:
+        return abs(self.dims[-1][0]) * self.dtype.itemsize if self.dims else self.dtype.itemsize
+
+
+@dataclass(frozen=True)
+class Immediate:
+    """A constant scalar operand. `value` is a Python float (already an exact fp32 value) or int."""
+
+    value: float | int
+    dtype: DType
+
+    @property
+    def memory(self) -> Memory:
+        return Memory.IMM

@@ -1,0 +1,327 @@
+"""The ELF object file: round trips, binutils reads it cleanly, and bad bytes give one clear error."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+from elftools.elf.elffile import ELFFile
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ncsim.asm.elf import (
+    FILES_SECTION,
+    KERNEL_SECTION,
+    LINES_SECTION,
+    MAX_DIMS,
+    MEMORY_CODES,
+    SECTION_ORDER,
+    TENSORS_SECTION,
+    load_object,
+    read_elf,
+    write_elf,
+)
+from ncsim.asm.objfile import ENGINES, TENSOR_KINDS, LineEntry, ObjectFile, TensorEntry
+from ncsim.dtypes import BFLOAT16, DTYPES, FLOAT32, INT32
+from ncsim.errors import ObjectFileError
+
+READELF = shutil.which("readelf")
+needs_readelf = pytest.mark.skipif(READELF is None, reason="binutils readelf is not installed")
+
+# --- strategies -------------------------------------------------------------------------------
+
+identifiers = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,30}", fullmatch=True)
+# Any text an ELF string table can hold: no NUL, no lone surrogates (not encodable as UTF-8).
+file_names = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\0"), max_size=24)
+streams = st.integers(0, 6).flatmap(lambda n: st.binary(min_size=8 * n, max_size=8 * n))
+
+
+@st.composite
+def tensors(draw: st.DrawFn) -> TensorEntry:
+    dtype = draw(st.sampled_from(DTYPES))
+    # Keep the size in bytes below 2**64 (it is the symbol's st_size): each dimension may use what
+    # the ones before it left of the budget.
+    budget = 2**64 // dtype.itemsize - 1
+    shape = []
+    for _ in range(draw(st.integers(0, MAX_DIMS))):
+        d = draw(st.integers(0, min(2**32 - 1, budget)))
+        budget //= max(d, 1)
+        shape.append(d)
+    return TensorEntry(
+        name=draw(identifiers),
+        memory=draw(st.sampled_from(sorted(MEMORY_CODES))),
+        dtype=dtype,
+        shape=tuple(shape),
+        partition=draw(st.integers(0, 2**32 - 1)),
+        address=draw(st.integers(0, 2**64 - 1)),
+        kind=draw(st.sampled_from(TENSOR_KINDS)),
+    )
+
+
+@st.composite
+def object_files(draw: st.DrawFn) -> ObjectFile:
+    files = draw(st.lists(file_names, max_size=4))
+    lines: dict[str, list[LineEntry]] = {e: [] for e in ENGINES}
+    if files:
+        u32 = st.integers(0, 2**32 - 1)
+        for engine in ENGINES:
+            for index in sorted(draw(st.sets(u32, max_size=5))):
+                file = draw(st.integers(0, len(files) - 1))
+                lines[engine].append(LineEntry(index, file, draw(u32), draw(u32)))
+    return ObjectFile(
+        kernel=draw(identifiers),
+        streams={e: draw(streams) for e in ENGINES},
+        lines=lines,
+        files=files,
+        tensors=draw(st.lists(tensors(), max_size=5)),
+    )
+
+
+def sample() -> ObjectFile:
+    """A small object with something in every table, and an empty stream or two."""
+    return ObjectFile(
+        kernel="matmul_relu",
+        streams={"tensor": bytes(range(16)), "vector": b"\xaa" * 8, "scalar": b"", "gpsimd": b"",
+                 "sync": bytes(range(100, 124))},
+        lines={"tensor": [LineEntry(0, 0, 3, 5), LineEntry(1, 1, 7, 1)], "vector": [LineEntry(0, 0, 9, 3)],
+               "scalar": [], "gpsimd": [], "sync": [LineEntry(0, 0, 1, 1), LineEntry(2, 0, 2, 1)]},
+        files=["matmul.s", "common.inc"],
+        tensors=[
+            TensorEntry("a", "hbm", FLOAT32, (128, 512), 0, 0x1000, "in"),
+            TensorEntry("result", "hbm", BFLOAT16, (128, 512), 0, 0x41000, "out"),
+            TensorEntry("acc", "psum", FLOAT32, (128, 512), 0, 0, "tile"),
+            TensorEntry("idx", "sbuf", INT32, (64, 4), 64, 2048, "tile"),
+        ],
+    )
+
+
+SAMPLE = write_elf(sample())
+
+
+def section(data: bytes, name: str) -> tuple[int, int]:
+    """(file offset of the section header, file offset of the data) of section `name` in `data`."""
+    shoff = struct.unpack_from("<Q", data, 40)[0]
+    index = SECTION_ORDER.index(name) + 1
+    header_at = shoff + 64 * index
+    return header_at, struct.unpack_from("<Q", data, header_at + 24)[0]
+
+
+def patched(data: bytes, at: int, fmt: str, value: int) -> bytes:
+    out = bytearray(data)
+    struct.pack_into(fmt, out, at, value)
+    return bytes(out)
+
+
+def read_error(data: bytes, filename: str = "bad.o") -> ObjectFileError:
+    """The ObjectFileError reading `data` gives, after checking it formats to one line naming the file."""
+    with pytest.raises(ObjectFileError) as info:
+        read_elf(data, filename)
+    err = info.value
+    text = err.format()
+    assert text.startswith(f"{filename}: ") and "\n" not in text, text
+    assert err.file == filename
+    return err
+
+
+def read_or_error(data: bytes) -> None:
+    """Reading `data` either succeeds or raises ObjectFileError; anything else fails the test."""
+    try:
+        read_elf(data, "mutant.o")
+    except ObjectFileError as err:
+        text = err.format()
+        assert text.startswith("mutant.o: ") and "\n" not in text, text
+
+
+# --- round trip ---------------------------------------------------------------------------------
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(object_files())
+def test_round_trip(obj: ObjectFile) -> None:
+    data = write_elf(obj)
+    assert write_elf(obj) == data
+    assert read_elf(data, "k.o") == obj
+
+
+def test_round_trip_sample_and_minimal() -> None:
+    assert read_elf(SAMPLE, "k.o") == sample()
+    assert read_elf(write_elf(ObjectFile("k")), "k.o") == ObjectFile("k")
+
+
+def test_load_object(tmp_path: Path) -> None:
+    path = tmp_path / "k.o"
+    path.write_bytes(SAMPLE)
+    assert load_object(path) == sample()
+    missing = tmp_path / "missing.o"
+    with pytest.raises(ObjectFileError) as info:
+        load_object(missing)
+    assert info.value.format().startswith(f"{missing}: error: cannot read the object file")
+
+
+def test_pyelftools_sees_the_symbols() -> None:
+    elf = ELFFile(io.BytesIO(SAMPLE))
+    symbols = {s.name: s for s in elf.get_section_by_name(".symtab").iter_symbols()}
+    assert symbols["matmul_relu"]["st_info"]["type"] == "STT_FUNC"
+    stream = symbols["matmul_relu.sync"]
+    assert stream["st_size"] == 24 and elf.get_section(stream["st_shndx"]).name == ".text.sync"
+    assert "matmul_relu.scalar" not in symbols  # empty streams get no symbol
+    result = symbols["result"]
+    assert result["st_info"]["type"] == "STT_OBJECT" and result["st_shndx"] == "SHN_ABS"
+    assert (result["st_value"], result["st_size"]) == (0x41000, 128 * 512 * 2)
+
+
+def test_write_rejects_what_the_format_cannot_hold() -> None:
+    obj = sample()
+    obj.tensors.append(TensorEntry("big", "hbm", FLOAT32, (1,) * 9, 0, 0, "in"))
+    with pytest.raises(ValueError, match="9 dimensions"):
+        write_elf(obj)
+    obj = sample()
+    obj.lines["tensor"].reverse()
+    with pytest.raises(ValueError, match="indices must increase"):
+        write_elf(obj)
+    with pytest.raises(ValueError, match="NUL"):
+        write_elf(ObjectFile("k", files=["a\0b"]))
+
+
+# --- binutils -----------------------------------------------------------------------------------
+
+
+def readelf(*args: str, data: bytes, tmp_path: Path) -> str:
+    path = tmp_path / "k.o"
+    path.write_bytes(data)
+    done = subprocess.run([READELF, *args, str(path)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "", done.stderr
+    for word in ("Warning", "Error"):
+        assert word not in done.stdout, done.stdout
+    return done.stdout
+
+
+@needs_readelf
+def test_readelf_reads_it_cleanly(tmp_path: Path) -> None:
+    for obj in (sample(), ObjectFile("empty_kernel")):
+        readelf("-a", "-W", data=write_elf(obj), tmp_path=tmp_path)
+        readelf("-a", data=write_elf(obj), tmp_path=tmp_path)
+    symbols = readelf("-s", "-W", data=SAMPLE, tmp_path=tmp_path)
+    for name in ("matmul_relu", "matmul_relu.tensor", "matmul_relu.sync", "a", "result", "acc", "idx"):
+        assert any(line.split()[-1] == name for line in symbols.splitlines() if line.strip()), name
+
+
+@needs_readelf
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(object_files())
+def test_readelf_reads_random_objects(tmp_path: Path, obj: ObjectFile) -> None:
+    readelf("-a", "-W", data=write_elf(obj), tmp_path=tmp_path)
+    names = {line.split()[-1] for line in readelf("-s", "-W", data=write_elf(obj), tmp_path=tmp_path)
+             .splitlines() if len(line.split()) == 8}
+    assert obj.kernel in names
+    assert {t.name for t in obj.tensors} <= names
+
+
+# --- bad input ----------------------------------------------------------------------------------
+
+
+def test_empty_file() -> None:
+    assert "empty file" in read_error(b"").message
+
+
+def test_not_elf() -> None:
+    err = read_error(b"MZ\x90\x00 this is not an object")
+    assert err.message.startswith("not an ELF file: the first 4 bytes are 4d 5a 90 00")
+    assert err.offset == 0
+    assert "not an ELF file" in read_error(b"\x7fEL").message
+
+
+def test_elf32_header() -> None:
+    ident = b"\x7fELF" + bytes([1, 1, 1, 0]) + bytes(8)
+    elf32 = struct.pack("<16sHHIIIIIHHHHHH", ident, 1, 0, 1, 0, 0, 0, 0, 52, 0, 0, 40, 0, 0)
+    err = read_error(elf32)
+    assert "ELF class 1 (32-bit) is not supported" in err.message and err.offset == 4
+
+
+def test_big_endian_and_wrong_type() -> None:
+    assert "little-endian" in read_error(SAMPLE[:5] + b"\x02" + SAMPLE[6:]).message
+    err = read_error(patched(SAMPLE, 16, "<H", 2))  # ET_EXEC
+    assert "e_type is 2, expected 1" in err.message and err.offset == 16
+
+
+def test_every_prefix_is_an_error() -> None:
+    for n in range(len(SAMPLE)):
+        read_error(SAMPLE[:n])
+
+
+def test_not_an_ncsim_object() -> None:
+    header_at, _ = section(SAMPLE, ".shstrtab")
+    shstrtab_at = struct.unpack_from("<Q", SAMPLE, header_at + 24)[0]
+    i = SAMPLE.index(b".ncsim.kernel\0", shstrtab_at)
+    renamed = SAMPLE[:i] + b".ncsim.kernex\0" + SAMPLE[i + 14:]
+    assert read_error(renamed).message == (
+        "this is an ELF object but not an ncsim object (no .ncsim.kernel section)"
+    )
+    i = SAMPLE.index(b".ncsim.lines\0", shstrtab_at)
+    assert read_error(SAMPLE[:i] + b".ncsim.linez\0" + SAMPLE[i + 13:]).message == "missing section .ncsim.lines"
+
+
+def test_truncated_tensor_table() -> None:
+    header_at, _ = section(SAMPLE, TENSORS_SECTION)
+    err = read_error(patched(SAMPLE, header_at + 32, "<Q", 37))
+    assert err.message == "section .ncsim.tensors is truncated: 37 bytes is not a multiple of the 56-byte tensor record"
+
+
+def test_section_past_the_end() -> None:
+    header_at, _ = section(SAMPLE, ".text.sync")
+    err = read_error(patched(SAMPLE, header_at + 32, "<Q", 2**40))
+    assert "(.text.sync) runs past the end of the file" in err.message and err.offset == header_at + 24
+
+
+def test_bad_codes_in_records() -> None:
+    _, tensors_at = section(SAMPLE, TENSORS_SECTION)
+    err = read_error(patched(SAMPLE, tensors_at + 3 * 56 + 5, "<B", 14))
+    assert err.message == "tensor 3 (idx) names dtype code 14, which is no dtype"
+    assert err.offset == tensors_at + 3 * 56 + 5
+    assert "names memory code 0" in read_error(patched(SAMPLE, tensors_at + 4, "<B", 0)).message
+    assert "kind code 5" in read_error(patched(SAMPLE, tensors_at + 6, "<B", 5)).message
+    err = read_error(patched(SAMPLE, tensors_at, "<I", 10**6))
+    assert err.message.startswith("the name of tensor 0 is at offset 1000000 of the string table .strtab")
+
+    _, lines_at = section(SAMPLE, LINES_SECTION)
+    err = read_error(patched(SAMPLE, lines_at + 4 * 20 + 8, "<I", 9))
+    assert err.message == "line entry 4 names file 9 but there are 2 files"
+    assert "engine code 7" in read_error(patched(SAMPLE, lines_at, "<B", 7)).message
+    err = read_error(patched(SAMPLE, lines_at + 20 + 4, "<I", 0))  # tensor instruction 1 -> 0, a repeat
+    assert "must be sorted" in err.message
+
+    _, files_at = section(SAMPLE, FILES_SECTION)
+    assert "of the string table .strtab" in read_error(patched(SAMPLE, files_at, "<I", 10**6)).message
+
+    _, kernel_at = section(SAMPLE, KERNEL_SECTION)
+    err = read_error(patched(SAMPLE, kernel_at, "<I", 2))
+    assert err.message == "object format version 2 is not supported (this ncsim reads version 1)"
+    assert "reserved bytes 4..7" in read_error(patched(SAMPLE, kernel_at + 4, "<B", 2)).message
+
+
+def test_every_header_byte_corrupted() -> None:
+    """Each byte of the ELF header and of every section header, set to a few telling values."""
+    shoff = struct.unpack_from("<Q", SAMPLE, 40)[0]
+    for at in [*range(64), *range(shoff, len(SAMPLE))]:
+        for value in {0x00, 0xFF, SAMPLE[at] ^ 0x01, SAMPLE[at] ^ 0x80} - {SAMPLE[at]}:
+            read_or_error(SAMPLE[:at] + bytes([value]) + SAMPLE[at + 1:])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(SAMPLE) - 1), st.integers(0, 255)), min_size=1, max_size=6))
+def test_random_mutations(mutations: list[tuple[int, int]]) -> None:
+    data = bytearray(SAMPLE)
+    for at, value in mutations:
+        data[at] = value
+    read_or_error(bytes(data))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, len(SAMPLE) - 8), st.sampled_from([0, 1, 2**31, 2**32 - 1, 2**63, 2**64 - 1]))
+def test_random_wide_field_mutations(at: int, value: int) -> None:
+    read_or_error(patched(SAMPLE, at, "<Q", value))
