@@ -4,14 +4,21 @@ A program is a sequence of lines; each is blank, a comment, a directive (startin
 instruction. Directives of this layer:
 
     .kernel NAME                          the kernel's name (default: the file's stem)
-    .hbm  NAME DTYPE[d0, d1, ...] KIND @ADDRESS      an HBM tensor; KIND is in, out, inout or scratch
-    .sbuf NAME DTYPE[P, d1, ...] @PARTITION:OFFSET   an SBUF tile (partition dimension first)
-    .psum NAME DTYPE[P, d1, ...] @PARTITION:OFFSET   a PSUM tile
+    .hbm  NAME DTYPE[d0, d1, ...] KIND [@ADDRESS]     an HBM tensor; KIND is in, out, inout or scratch
+    .sbuf NAME DTYPE[P, d1, ...] [@PARTITION:OFFSET]  an SBUF tile (partition dimension first)
+    .psum NAME DTYPE[P, d1, ...] [@PARTITION:OFFSET]  a PSUM tile
+    .const NAME = EXPR                    a named integer or float constant
+    .sem NAME                             a named semaphore (for programs that synchronise by hand)
+    .for VAR in START..STOP [step S]      repeat the lines up to the matching .end, VAR = START, ...
+    .end                                  (STOP excluded), unrolled at assembly time
+    .include "PATH"                       the lines of another file (relative to this one)
     .file N "PATH"                        source file number N (used by .loc); written by the disassembler
     .loc N LINE COL                       the next instruction came from file N, LINE, COL
 
-Declared tensors go into the object's tensor table (the simulator gives inputs and reads outputs
-through it). Instructions go to the stream of the engine that runs them, in program order.
+Operands name declared tensors and numpy-style slices of them (`ncsim.asm.slices`), or raw access
+patterns. Tensors without an address are placed by `ncsim.asm.alloc`. Declared tensors go into the
+object's tensor table (the simulator gives inputs and reads outputs through it). Instructions go to
+the stream of the engine that runs them, in program order.
 """
 
 from __future__ import annotations
@@ -22,16 +29,58 @@ from pathlib import Path
 
 from ncsim import dtypes
 from ncsim.asm import objfile
-from ncsim.asm.expr import parse_int
-from ncsim.asm.fields import ParseEnv, suggest
+from ncsim.asm.alloc import Allocator
+from ncsim.asm.expr import parse_int, parse_number
+from ncsim.asm.fields import SEM_NAME, ParseEnv, suggest
 from ncsim.asm.instruction import Instruction, encode, parse_instruction
-from ncsim.asm.lexer import Cursor, Line
+from ncsim.asm.lexer import Cursor, Line, Token
 from ncsim.asm.objfile import LineEntry, ObjectFile, TensorEntry
 from ncsim.asm.rules import check_instruction, check_tensor
+from ncsim.asm.slices import tensor_view
 from ncsim.config import DEFAULT, Config
 from ncsim.errors import AsmError
+from ncsim.memory.access import AccessPattern
 
 HBM_KINDS = ("in", "out", "inout", "scratch")
+MAX_INSTRUCTIONS = 20_000_000  # a guard against loops that unroll without end
+MAX_INCLUDE_DEPTH = 16
+RESERVED = {"sbuf", "psum", "hbm", "none", "true", "false", "inf", "nan"}
+
+
+class LanguageEnv(ParseEnv):
+    """Names of the program: constants and loop variables, declared tensors, named semaphores."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tensors: dict[str, TensorEntry] = {}
+        self.sems: dict[str, int] = {}
+
+    def tensor_operand(self, cur: Cursor) -> AccessPattern | None:
+        tok = cur.peek()
+        t = self.tensors.get(tok.text)
+        if t is None:
+            return None
+        cur.next()
+        return tensor_view(cur, self.names, t, tok)
+
+    def semaphore(self, cur: Cursor) -> int | None:
+        tok = cur.peek()
+        if tok.kind == "ident" and tok.text in self.sems:
+            cur.next()
+            return self.sems[tok.text]
+        return None
+
+    def is_semaphore(self, name: str) -> bool:
+        return name in self.sems or super().is_semaphore(name)
+
+    def defined(self, name: str) -> str | None:
+        if name in self.names:
+            return "a constant or loop variable"
+        if name in self.tensors:
+            return "a tensor"
+        if name in self.sems:
+            return "a semaphore"
+        return None
 
 
 @dataclass
@@ -62,18 +111,22 @@ class Program:
 class Assembler:
     def __init__(self, config: Config = DEFAULT):
         self.config = config
-        self.env = ParseEnv()
+        self.env = LanguageEnv()
         self.directives: dict[str, Callable[[Line, Cursor], None]] = {
             "kernel": self.d_kernel,
             "hbm": self.d_tensor,
             "sbuf": self.d_tensor,
             "psum": self.d_tensor,
+            "const": self.d_const,
+            "sem": self.d_sem,
             "file": self.d_file,
             "loc": self.d_loc,
         }
         self.program = Program(kernel="kernel")
+        self.alloc = Allocator(config)
         self.file_numbers: dict[int, str] = {}
         self.next_loc: tuple[int, int, int] | None = None
+        self.include_stack: list[Path] = []
 
     # ---------------------------------------------------------------- driver
     def assemble(self, text: str, filename: str) -> ObjectFile:
@@ -82,15 +135,94 @@ class Assembler:
         return self.program.to_object()
 
     def assemble_lines(self, text: str, filename: str) -> None:
-        for lineno, raw in enumerate(text.splitlines(), start=1):
-            line = Line(filename, lineno, raw)
+        lines = [Line(filename, n, raw) for n, raw in enumerate(text.splitlines(), start=1)]
+        self.include_stack.append(Path(filename).resolve())
+        self.run(lines)
+        self.include_stack.pop()
+
+    def run(self, lines: list[Line]) -> None:
+        """Assemble a block of lines, unrolling .for loops and following .include."""
+        i = 0
+        while i < len(lines):
+            line = lines[i]
             cur = Cursor(line)
             if cur.at_end():
+                i += 1
                 continue
-            if cur.at("."):
+            if cur.at(".") and cur.peek(1).text == "for":
+                end = self.matching_end(lines, i)
+                self.run_loop(line, cur, lines[i + 1:end])
+                i = end + 1
+                continue
+            if cur.at(".") and cur.peek(1).text == "end":
+                raise line.error("'.end' without a '.for' to close", cur.peek(1))
+            if cur.at(".") and cur.peek(1).text == "include":
+                self.include(line, cur)
+            elif cur.at("."):
                 self.directive(line, cur)
             else:
                 self.instruction(line, cur)
+            i += 1
+
+    @staticmethod
+    def matching_end(lines: list[Line], start: int) -> int:
+        depth = 0
+        for j in range(start, len(lines)):
+            toks = lines[j].tokens
+            if len(toks) > 1 and toks[0].is_(".") and toks[1].text in ("for", "end"):
+                depth += 1 if toks[1].text == "for" else -1
+                if depth == 0:
+                    return j
+        raise lines[start].error("this '.for' has no matching '.end'", lines[start].tokens[1])
+
+    def run_loop(self, line: Line, cur: Cursor, body: list[Line]) -> None:
+        cur.next()
+        cur.next()
+        var_tok = cur.expect_ident("the loop variable")
+        if what := self.env.defined(var_tok.text):
+            raise cur.error(f"loop variable '{var_tok.text}' is already {what}", var_tok)
+        in_tok = cur.expect_ident("'in'")
+        if in_tok.text != "in":
+            raise cur.error(f"expected 'in', found '{in_tok.text}'", in_tok)
+        start = parse_int(cur, self.env.names, "the loop's start")
+        cur.expect("..", "between the loop's start and stop (START..STOP)")
+        stop = parse_int(cur, self.env.names, "the loop's stop")
+        step = 1
+        if cur.peek().is_("step"):
+            cur.next()
+            step_tok = cur.peek()
+            step = parse_int(cur, self.env.names, "the loop's step")
+            if step <= 0:
+                raise cur.error(f"the loop's step must be positive, not {step}", step_tok)
+        cur.expect_end("after the loop header")
+        for value in range(start, stop, step):
+            self.env.names[var_tok.text] = value
+            self.run(body)
+        self.env.names.pop(var_tok.text, None)
+
+    def include(self, line: Line, cur: Cursor) -> None:
+        cur.next()
+        cur.next()
+        path_tok = cur.peek()
+        if path_tok.kind != "string":
+            raise cur.error("expected the included file's path in double quotes", path_tok)
+        cur.next()
+        cur.expect_end("after .include")
+        path = (Path(line.file).parent / path_tok.text[1:-1]).resolve()
+        if path in self.include_stack:
+            raise cur.error(f"'{path_tok.text[1:-1]}' includes itself (through {len(self.include_stack)} files)",
+                            path_tok)
+        if len(self.include_stack) >= MAX_INCLUDE_DEPTH:
+            raise cur.error(f"includes nest deeper than {MAX_INCLUDE_DEPTH}", path_tok)
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            raise cur.error(f"cannot read included file {path_tok.text}: {getattr(e, 'strerror', e)}",
+                            path_tok) from None
+        rel = str(Path(line.file).parent / path_tok.text[1:-1])
+        self.include_stack.append(path)
+        self.run([Line(rel, n, raw) for n, raw in enumerate(text.splitlines(), start=1)])
+        self.include_stack.pop()
 
     def directive(self, line: Line, cur: Cursor) -> None:
         cur.next()
@@ -108,6 +240,8 @@ class Assembler:
         self.emit(instr, line)
 
     def emit(self, instr: Instruction, line: Line) -> None:
+        if len(self.program.instructions) >= MAX_INSTRUCTIONS:
+            raise line.error(f"the program unrolls to more than {MAX_INSTRUCTIONS} instructions")
         if self.next_loc is not None:
             where, self.next_loc = self.next_loc, None
         else:
@@ -118,6 +252,27 @@ class Assembler:
     # ---------------------------------------------------------------- directives
     def d_kernel(self, line: Line, cur: Cursor) -> None:
         self.program.kernel = cur.expect_ident("the kernel's name").text
+
+    def declare(self, cur: Cursor) -> Token:
+        tok = cur.expect_ident("a name")
+        if what := self.env.defined(tok.text):
+            raise cur.error(f"'{tok.text}' is already {what}", tok)
+        if tok.text in RESERVED or SEM_NAME.fullmatch(tok.text):
+            raise cur.error(f"'{tok.text}' is reserved: memories, none, true, false, inf, nan and s0..s255", tok)
+        return tok
+
+    def d_const(self, line: Line, cur: Cursor) -> None:
+        tok = self.declare(cur)
+        cur.expect("=", "after the constant's name")
+        self.env.names[tok.text] = parse_number(cur, self.env.names)
+
+    def d_sem(self, line: Line, cur: Cursor) -> None:
+        tok = self.declare(cur)
+        used = set(self.env.sems.values())
+        free = next((n for n in range(self.config.semaphores) if n not in used), None)
+        if free is None:
+            raise cur.error(f"all {self.config.semaphores} semaphores are named already", tok)
+        self.env.sems[tok.text] = free
 
     def d_file(self, line: Line, cur: Cursor) -> None:
         num_tok = cur.peek()
@@ -142,10 +297,8 @@ class Assembler:
 
     def d_tensor(self, line: Line, cur: Cursor) -> None:
         memory = cur.toks[cur.i - 1].text
-        name_tok = cur.expect_ident("the tensor's name")
+        name_tok = self.declare(cur)
         name = name_tok.text
-        if name in self.program.tensors:
-            raise cur.error(f"tensor '{name}' is already declared", name_tok)
         dt_tok = cur.expect_ident("a dtype")
         dt = dtypes.by_name(dt_tok.text)
         if dt is None:
@@ -157,13 +310,25 @@ class Assembler:
             if kind_tok.kind != "ident" or kind_tok.text not in HBM_KINDS:
                 raise cur.error("expected the HBM tensor's role: " + ", ".join(HBM_KINDS), kind_tok)
             kind = cur.next().text
-        partition, address = self.parse_placement(cur, memory, name_tok)
-        entry = TensorEntry(name, memory, dt, shape, partition, address, kind)
-        try:
-            check_tensor(entry, self.config)
-        except AsmError as e:
-            raise line.error(e.message, name_tok) from None
+        elif shape[0] > self.config.pmax:
+            raise cur.error(f"'{name}' has {shape[0]} partitions (its first dimension); a tile has at most"
+                            f" {self.config.pmax}", name_tok)
+        entry = TensorEntry(name, memory, dt, shape, 0, 0, kind)
+        if cur.at("@"):
+            partition, address = self.parse_placement(cur, memory)
+            entry = TensorEntry(name, memory, dt, shape, partition, address, kind)
+            try:
+                check_tensor(entry, self.config)
+            except AsmError as e:
+                raise line.error(e.message, name_tok) from None
+            self.alloc.reserve(entry)
+        else:
+            try:
+                entry = self.alloc.place(entry)
+            except AsmError as e:
+                raise line.error(e.message, name_tok, notes=e.notes) from None
         self.program.tensors[name] = entry
+        self.env.tensors[name] = entry
 
     def parse_shape(self, cur: Cursor) -> tuple[int, ...]:
         cur.expect("[", "to open the shape")
@@ -179,11 +344,8 @@ class Assembler:
         cur.expect("]", "to close the shape")
         return tuple(dims)
 
-    def parse_placement(self, cur: Cursor, memory: str, name_tok) -> tuple[int, int]:
-        if not cur.at("@"):
-            raise cur.error(f"give the address of '{name_tok.text}' with @"
-                            + ("ADDRESS" if memory == "hbm" else "PARTITION:OFFSET"), cur.peek())
-        cur.next()
+    def parse_placement(self, cur: Cursor, memory: str) -> tuple[int, int]:
+        cur.expect("@")
         if memory == "hbm":
             return 0, parse_int(cur, self.env.names, "a byte address")
         partition = parse_int(cur, self.env.names, "the first partition")

@@ -69,6 +69,9 @@ def _check(instr: Instruction, config: Config) -> None:
         if m != "dma_copy" and ap.on_chip and not partition_start_ok(ap.partition, ap.partitions):
             raise AsmError(f"operand '{name}' starts at partition {ap.partition} with {ap.partitions} partitions:"
                            " more than 64 partitions start at 0; 33 to 64 at 0 or 64; up to 32 at 0, 32, 64 or 96")
+    if m == "dma_copy" and instr.operands["queue"] >= config.dma_queues_per_engine:
+        raise AsmError(f"dma_copy: queue {instr.operands['queue']} does not exist; each DMA engine has"
+                       f" {config.dma_queues_per_engine} queues")
     for sem in instr.waits + instr.signals:
         if sem.sem >= config.semaphores:
             raise AsmError(f"semaphore s{sem.sem} does not exist: the core has {config.semaphores}")

@@ -1,0 +1,123 @@
+"""Operands written as declared tensors and numpy-style slices of them, turned into access patterns.
+
+`t` is the whole tensor; `t[i0, i1, ...]` indexes it like numpy, each index an integer expression or
+a slice start:stop:step without negative numbers; missing trailing indices take the whole
+dimension, and (as in numpy) a stop past the end is clamped. On chip, index 0 selects partitions:
+a contiguous range (no striding across partitions). Every other index becomes a free dimension of
+[step, count] (an integer index drops its dimension). When a view needs more free dimensions than
+the hardware has, adjacent ones that are contiguous in memory are merged.
+"""
+
+from __future__ import annotations
+
+from ncsim.asm.expr import Env, parse_int
+from ncsim.asm.fields import MAX_FREE_DIMS, MAX_HBM_DIMS
+from ncsim.asm.lexer import Cursor, Token
+from ncsim.asm.objfile import TensorEntry
+from ncsim.memory.access import AccessPattern, Memory
+
+MEMORIES = {"sbuf": Memory.SBUF, "psum": Memory.PSUM, "hbm": Memory.HBM}
+
+
+def row_major_strides(shape: tuple[int, ...]) -> list[int]:
+    strides = [1] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        strides[i] = strides[i + 1] * shape[i + 1]
+    return strides
+
+
+def parse_index(cur: Cursor, env: Env, dim: int, size: int) -> tuple[int, int, int] | int:
+    """One index of a subscript: an int, or (start, stop, step) clamped as numpy does."""
+    tok = cur.peek()
+
+    def bound(what: str) -> int:
+        t = cur.peek()
+        v = parse_int(cur, env, what)
+        if v < 0:
+            raise cur.error(f"negative {what} {v}: slices here are negative-free", t)
+        return v
+
+    start = None
+    if not (cur.at(":") or cur.at(",") or cur.at("]")):
+        start = bound("index")
+        if not cur.at(":"):
+            if start >= size:
+                raise cur.error(f"index {start} is out of range for dimension {dim} of size {size}", tok)
+            return start
+    cur.expect(":", "in the slice")
+    stop = size
+    if not (cur.at(":") or cur.at(",") or cur.at("]")):
+        stop = bound("slice stop")
+    step = 1
+    if cur.accept(":"):
+        if not (cur.at(",") or cur.at("]")):
+            step_tok = cur.peek()
+            step = bound("slice step")
+            if step == 0:
+                raise cur.error("slice step cannot be zero", step_tok)
+    start = 0 if start is None else start
+    start, stop = min(start, size), min(stop, size)
+    if len(range(start, stop, step)) == 0:
+        raise cur.error(f"the slice {start}:{stop}:{step} of dimension {dim} (size {size}) is empty", tok)
+    return start, stop, step
+
+
+def tensor_view(cur: Cursor, env: Env, t: TensorEntry, name_tok: Token) -> AccessPattern:
+    """The access pattern of `t` or `t[...]` (the cursor is after the name)."""
+    shape = t.shape
+    indices: list[tuple[int, int, int] | int] = []
+    if cur.accept("["):
+        while True:
+            if len(indices) == len(shape):
+                raise cur.error(f"'{t.name}' has {len(shape)} dimensions; this is index {len(indices) + 1}",
+                                cur.peek())
+            indices.append(parse_index(cur, env, len(indices), shape[len(indices)]))
+            if not cur.accept(","):
+                break
+        cur.expect("]", "to close the subscript")
+    indices += [(0, shape[i], 1) for i in range(len(indices), len(shape))]
+    memory = MEMORIES[t.memory]
+    strides = row_major_strides(shape)
+    offset_elems = 0
+    partition, partitions = 0, 0
+    dims: list[tuple[int, int]] = []
+    for axis, (index, stride) in enumerate(zip(indices, strides)):
+        if memory != Memory.HBM and axis == 0:
+            if isinstance(index, int):
+                partition, partitions = t.partition + index, 1
+            else:
+                start, stop, step = index
+                if step != 1:
+                    raise cur.error(f"'{t.name}': a step of {step} across partitions; partitions are taken as a"
+                                    " contiguous range (no striding across partitions)", name_tok)
+                partition, partitions = t.partition + start, stop - start
+            continue
+        if isinstance(index, int):
+            offset_elems += index * stride
+        else:
+            start, stop, step = index
+            offset_elems += start * stride
+            dims.append((step * stride, len(range(start, stop, step))))
+    if not dims:
+        dims = [(1, 1)]
+    limit = MAX_HBM_DIMS if memory == Memory.HBM else MAX_FREE_DIMS
+    dims = merge_dims(dims, limit)
+    if len(dims) > limit:
+        raise cur.error(f"this view of '{t.name}' needs {len(dims)} free dimensions; {memory.label} access"
+                        f" patterns have at most {limit}", name_tok)
+    return AccessPattern(memory, t.dtype, partition, partitions,
+                         t.address + offset_elems * t.dtype.itemsize, tuple(dims))
+
+
+def merge_dims(dims: list[tuple[int, int]], limit: int) -> list[tuple[int, int]]:
+    """Merge adjacent contiguous dimensions (outer step == inner step * inner count), innermost first,
+    until at most `limit` remain or nothing merges."""
+    dims = list(dims)
+    i = len(dims) - 2
+    while len(dims) > limit and i >= 0:
+        (so, co), (si, ci) = dims[i], dims[i + 1]
+        if so == si * ci:
+            dims[i:i + 2] = [(si, co * ci)]
+        i -= 1
+        i = min(i, len(dims) - 2)
+    return dims
