@@ -17,7 +17,7 @@ import click
 
 from ncsim import isa
 from ncsim.asm import objfile
-from ncsim.asm.assembler import assemble_file
+from ncsim.asm.assembler import Assembler, assemble_file, read_source
 from ncsim.asm.disasm import decode_object, disassemble
 from ncsim.asm.elf import load_object, write_elf
 from ncsim.asm.fields import suggest
@@ -53,12 +53,16 @@ def cli() -> None:
 @cli.command()
 @click.argument("source", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Object file to write (default: SOURCE with .o).")
+@click.option("--show-sync", is_flag=True, help="Print the semaphore waits the assembler inserted, and why.")
 @config_file_option
 @set_option
-def asm(source: str, output: str | None, config_file: str | None, sets: tuple[str, ...]) -> None:
+def asm(source: str, output: str | None, show_sync: bool, config_file: str | None, sets: tuple[str, ...]) -> None:
     """Assemble SOURCE (.s) into an ELF object."""
     config = make_config(config_file, sets)
-    obj = assemble_file(source, config)
+    assembler = Assembler(config)
+    obj = assembler.assemble(read_source(source), source)
+    if show_sync:
+        click.echo(assembler.program.sync_report)
     out = Path(output) if output else Path(source).with_suffix(".o")
     data = write_elf(obj)
     try:

@@ -12,6 +12,9 @@ instruction. Directives of this layer:
     .for VAR in START..STOP [step S]      repeat the lines up to the matching .end, VAR = START, ...
     .end                                  (STOP excluded), unrolled at assembly time
     .include "PATH"                       the lines of another file (relative to this one)
+    .sync auto|manual                     auto (the default): the assembler inserts the semaphore waits
+                                          and signals between engines (ncsim.asm.sync); manual: the
+                                          program states its own
     .file N "PATH"                        source file number N (used by .loc); written by the disassembler
     .loc N LINE COL                       the next instruction came from file N, LINE, COL
 
@@ -37,6 +40,7 @@ from ncsim.asm.lexer import Cursor, Line, Token
 from ncsim.asm.objfile import LineEntry, ObjectFile, TensorEntry
 from ncsim.asm.rules import check_instruction, check_tensor
 from ncsim.asm.slices import tensor_view
+from ncsim.asm.sync import describe_edges, synchronise, used_semaphores
 from ncsim.config import DEFAULT, Config
 from ncsim.errors import AsmError
 from ncsim.memory.access import AccessPattern
@@ -92,6 +96,19 @@ class Program:
     tensors: dict[str, TensorEntry] = field(default_factory=dict)
     instructions: list[Instruction] = field(default_factory=list)
     lines: list[tuple[int, int, int]] = field(default_factory=list)  # per instruction: file index, line, col
+    sync: str = "auto"
+    sync_report: str = ""  # what automatic synchronisation inserted, and why
+
+    def synchronise(self, config: Config, reserved: set[int]) -> None:
+        """Insert the semaphores between streams (in auto mode)."""
+        if self.sync != "auto":
+            self.sync_report = "synchronisation: manual (.sync manual): nothing inserted"
+            return
+        result = synchronise(self.instructions, config.semaphores, used_semaphores(self.instructions) | reserved)
+        where = [f"{self.files[f]}:{ln}" for f, ln, _ in self.lines]
+        self.sync_report = describe_edges(result, self.instructions, where)
+        self.lines = [self.lines[k] for k in result.origin]
+        self.instructions = result.instructions
 
     def file_index(self, path: str) -> int:
         if path not in self.files:
@@ -119,6 +136,7 @@ class Assembler:
             "psum": self.d_tensor,
             "const": self.d_const,
             "sem": self.d_sem,
+            "sync": self.d_sync,
             "file": self.d_file,
             "loc": self.d_loc,
         }
@@ -132,6 +150,7 @@ class Assembler:
     def assemble(self, text: str, filename: str) -> ObjectFile:
         self.program.kernel = _identifier(Path(filename).stem)
         self.assemble_lines(text, filename)
+        self.program.synchronise(self.config, set(self.env.sems.values()))
         return self.program.to_object()
 
     def assemble_lines(self, text: str, filename: str) -> None:
@@ -261,6 +280,14 @@ class Assembler:
             raise cur.error(f"'{tok.text}' is reserved: memories, none, true, false, inf, nan and s0..s255", tok)
         return tok
 
+    def d_sync(self, line: Line, cur: Cursor) -> None:
+        tok = cur.expect_ident("auto or manual")
+        if tok.text not in ("auto", "manual"):
+            raise cur.error(f"expected auto or manual, found '{tok.text}'", tok)
+        if self.program.instructions:
+            raise cur.error(".sync must come before the first instruction", tok)
+        self.program.sync = tok.text
+
     def d_const(self, line: Line, cur: Cursor) -> None:
         tok = self.declare(cur)
         cur.expect("=", "after the constant's name")
@@ -362,10 +389,12 @@ def assemble(text: str, filename: str = "<input>", config: Config = DEFAULT) -> 
     return Assembler(config).assemble(text, filename)
 
 
-def assemble_file(path: str | Path, config: Config = DEFAULT) -> ObjectFile:
-    path = Path(path)
+def read_source(path: str | Path) -> str:
     try:
-        text = path.read_text()
+        return Path(path).read_text()
     except (OSError, UnicodeDecodeError) as e:
-        raise AsmError(f"cannot read {path}: {e}", file=str(path)) from None
-    return assemble(text, str(path), config)
+        raise AsmError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}", file=str(path)) from None
+
+
+def assemble_file(path: str | Path, config: Config = DEFAULT) -> ObjectFile:
+    return assemble(read_source(path), str(path), config)
