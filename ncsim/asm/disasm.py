@@ -35,7 +35,8 @@ def format_tensor(t: TensorEntry) -> str:
 
 def disassemble(obj: ObjectFile, file: str = "<object>") -> str:
     streams = decode_object(obj, file)
-    out = [f"# disassembly of {file} (ncsim)", f".kernel {obj.kernel}"]
+    # The semaphores are explicit in the text: re-assembling must not insert them again.
+    out = [f"# disassembly of {file} (ncsim)", f".kernel {obj.kernel}", ".sync manual"]
     out += [format_tensor(t) for t in obj.tensors]
     out += [f'.file {i} "{path}"' for i, path in enumerate(obj.files)]
     for engine in objfile.ENGINES:
