@@ -17,7 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ncsim import dtypes
 from ncsim.asm.fields import (
+    SIGNAL_OPS,
+    WAIT_OPS,
     APKind,
     BoolKind,
     ConstKind,
@@ -29,10 +32,7 @@ from ncsim.asm.fields import (
     PatternKind,
     SemListKind,
     SemOneKind,
-    SIGNAL_OPS,
-    WAIT_OPS,
 )
-from ncsim import dtypes
 from ncsim.memory.access import Immediate, Memory
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")

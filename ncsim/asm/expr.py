@@ -19,9 +19,9 @@ def int_literal(tok: Token) -> int | None:
     text = tok.text.replace("_", "")
     try:
         if text[:2] in ("0x", "0X"):
-            return int(text[2:], 16)
+            return int(text, 16)
         if text[:2] in ("0b", "0B"):
-            return int(text[2:], 2)
+            return int(text, 2)
         if text.isdigit():
             return int(text)
     except ValueError:

@@ -13,6 +13,7 @@ Binary encoding of one instruction (little-endian; every size is a multiple of 8
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -150,8 +151,8 @@ def same(a: Any, b: Any) -> bool:
     """Equality that treats a float NaN like itself and keeps 1 and 1.0 (and True) apart."""
     if type(a) is not type(b):
         return False
-    if isinstance(a, float) and a != a:
-        return b != b
+    if isinstance(a, float) and math.isnan(a):
+        return math.isnan(b)
     return a == b
 
 

@@ -36,7 +36,7 @@ def memory_limit(memory: Memory, config: Config) -> int:
 
 
 def check_access(name: str, ap: AccessPattern, config: Config) -> None:
-    lo, hi = ap.byte_span()
+    hi = ap.byte_span()[1]
     limit = memory_limit(ap.memory, config)
     where = "in each partition" if ap.on_chip else ""
     if hi > limit:

@@ -49,12 +49,11 @@ def parse_index(cur: Cursor, env: Env, dim: int, size: int) -> tuple[int, int, i
     if not (cur.at(":") or cur.at(",") or cur.at("]")):
         stop = bound("slice stop")
     step = 1
-    if cur.accept(":"):
-        if not (cur.at(",") or cur.at("]")):
-            step_tok = cur.peek()
-            step = bound("slice step")
-            if step == 0:
-                raise cur.error("slice step cannot be zero", step_tok)
+    if cur.accept(":") and not (cur.at(",") or cur.at("]")):
+        step_tok = cur.peek()
+        step = bound("slice step")
+        if step == 0:
+            raise cur.error("slice step cannot be zero", step_tok)
     start = 0 if start is None else start
     start, stop = min(start, size), min(stop, size)
     if len(range(start, stop, step)) == 0:

@@ -118,13 +118,14 @@ def overlap(a: AccessPattern, b: AccessPattern) -> bool:
 
 
 def hazard(earlier: list[Access], later: list[Access]) -> tuple[str, Access, Access] | None:
-    for e in earlier:
-        for lt in later:
-            if not (e.write or lt.write):
+    """The first hazard between two instructions' accesses, RAW reported before WAR before WAW."""
+    for kind, ew, lw in (("RAW", True, False), ("WAR", False, True), ("WAW", True, True)):
+        for e in earlier:
+            if e.write != ew:
                 continue
-            if overlap(e.ap, lt.ap):
-                kind = "WAW" if e.write and lt.write else ("RAW" if e.write else "WAR")
-                return kind, e, lt
+            for lt in later:
+                if lt.write == lw and overlap(e.ap, lt.ap):
+                    return kind, e, lt
     return None
 
 
