@@ -1,7 +1,8 @@
 """Assembly-time integer expressions and numeric literals.
 
 Integers: literals (decimal, 0x hex, 0b binary, '_' separators), names bound in the environment
-(constants and loop variables), + - * // / % ** and parentheses, unary minus. '/' is exact division:
+(constants and loop variables), + - * // / % ** and parentheses, unary minus, and one comparison
+(== != < <= > >=) that gives 1 or 0, e.g. `accumulate=k > 0`. '/' is exact division:
 it is an error when it leaves a remainder, so that a slice never silently rounds.
 """
 
@@ -29,9 +30,19 @@ def int_literal(tok: Token) -> int | None:
     return None
 
 
+_COMPARE = {"==": int.__eq__, "!=": int.__ne__, "<": int.__lt__, "<=": int.__le__, ">": int.__gt__,
+            ">=": int.__ge__}
+
+
 def parse_int(cur: Cursor, env: Env | None = None, what: str = "an integer") -> int:
-    """An integer expression; the cursor stops at the first token that cannot continue it."""
-    value = _sum(cur, env or {}, what)
+    """An integer expression; the cursor stops at the first token that cannot continue it.
+    A comparison (k > 0) gives 1 or 0."""
+    env = env or {}
+    value = _sum(cur, env, what)
+    tok = cur.peek()
+    if tok.kind == "punct" and tok.text in _COMPARE:
+        cur.next()
+        value = int(_COMPARE[tok.text](value, _sum(cur, env, what)))
     return value
 
 

@@ -399,17 +399,17 @@ class BoolKind(Kind):
     kind_name: str = "bool"
 
     def describe(self) -> str:
-        return "true or false"
+        return "true or false (or an expression giving 1 or 0)"
 
     def parse(self, cur: Cursor, env: ParseEnv) -> bool:
         tok = cur.peek()
         if tok.kind == "ident" and tok.text in ("true", "false"):
             cur.next()
             return tok.text == "true"
-        if tok.kind == "number" and tok.text in ("0", "1"):
-            cur.next()
-            return tok.text == "1"
-        raise cur.error(f"expected true or false, found {describe(tok)}", tok)
+        value = parse_int(cur, env.names, "true, false or an integer expression giving 0 or 1")
+        if value not in (0, 1):
+            raise cur.error(f"expected true or false (or 1 or 0), the expression gives {value}", tok)
+        return bool(value)
 
     def encode(self, value: bool) -> bytes:
         return bytes([int(value)])
