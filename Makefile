@@ -17,7 +17,7 @@ run: $(STAMP)
 	$(BIN)/ncsim run programs/giou.s --trace
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check ncsim tests tools

@@ -27,7 +27,7 @@ from ncsim.errors import NcsimError
 from ncsim.isadoc import describe as describe_instruction
 from ncsim.isadoc import summary_by_engine
 
-config_file_option = click.option("--config", "config_file", type=click.Path(dir_okay=False),
+config_file_option = click.option("--config", "config_file", type=click.Path(),
                                   help="TOML file of hardware parameters (see `ncsim config`).")
 set_option = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
                           help="Override one hardware parameter; repeatable.")
@@ -51,8 +51,8 @@ def cli() -> None:
 
 
 @cli.command()
-@click.argument("source", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Object file to write (default: SOURCE with .o).")
+@click.argument("source", type=click.Path())
+@click.option("-o", "--output", type=click.Path(), help="Object file to write (default: SOURCE with .o).")
 @click.option("--show-sync", is_flag=True, help="Print the semaphore waits the assembler inserted, and why.")
 @config_file_option
 @set_option
@@ -75,14 +75,17 @@ def asm(source: str, output: str | None, show_sync: bool, config_file: str | Non
 
 
 @cli.command()
-@click.argument("objectfile", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the text here instead of stdout.")
+@click.argument("objectfile", type=click.Path())
+@click.option("-o", "--output", type=click.Path(), help="Write the text here instead of stdout.")
 def disasm(objectfile: str, output: str | None) -> None:
     """Print an object file as assembly that assembles back to the same object."""
     obj = load_object(objectfile)
     text = disassemble(obj, objectfile)
     if output:
-        Path(output).write_text(text)
+        try:
+            Path(output).write_text(text)
+        except OSError as e:
+            raise NcsimError(f"cannot write {output}: {e.strerror}", file=output) from None
     else:
         click.echo(text, nl=False)
 
@@ -109,7 +112,7 @@ def config_cmd(config_file: str | None, sets: tuple[str, ...]) -> None:
 
 
 @cli.command()
-@click.argument("program", type=click.Path(dir_okay=False))
+@click.argument("program", type=click.Path())
 @click.option("--trace", "trace", is_flag=False, flag_value="", default=None, metavar="[FILE]",
               help="Write a Perfetto trace (default name: PROGRAM.trace.json).")
 @config_file_option

@@ -4,7 +4,8 @@ SBUF and PSUM tiles are placed in byte offsets inside each partition, starting a
 one after another in declaration order, each aligned to `ALIGN` bytes. A PSUM tile of at most one
 bank (2 KiB per partition) never straddles a bank boundary (a matmul output must lie in one bank);
 a larger one starts on a bank boundary. HBM tensors are placed one after another from address 0.
-Tensors placed by hand (`@...`) are kept where they are, and automatic placement goes around them.
+Tensors placed by hand (`@...`) are kept where they are, and automatic placement goes around them;
+one placed by hand may alias another placed by hand, but not one placed automatically.
 When a tile does not fit, the error gives the totals.
 """
 
@@ -31,6 +32,7 @@ class Allocator:
         self.config = config
         # per memory: [(start, end, name)] of the byte ranges taken (per partition on chip)
         self.taken: dict[str, list[tuple[int, int, str]]] = {"sbuf": [], "psum": [], "hbm": []}
+        self.automatic: set[str] = set()
 
     def capacity(self, memory: str) -> int:
         return {"sbuf": self.config.sbuf_usable_bytes, "psum": self.config.psum_partition_bytes,
@@ -39,11 +41,22 @@ class Allocator:
     def reserve(self, t: TensorEntry) -> None:
         self.taken[t.memory].append((t.address, t.address + per_partition_bytes(t), t.name))
 
+    def reserve_explicit(self, t: TensorEntry) -> None:
+        """A tensor placed by hand. It may alias another placed by hand (a deliberate view), but not
+        one placed automatically: that overlap would be an accident of declaration order."""
+        start, end = t.address, t.address + per_partition_bytes(t)
+        for s, e, name in self.taken[t.memory]:
+            if name in self.automatic and start < e and s < end:
+                raise AsmError(f"'{t.name}' at byte {start} overlaps '{name}' (bytes {s}..{e}), which was placed"
+                               " automatically: declare tensors placed by hand first, or place both by hand")
+        self.reserve(t)
+
     def place(self, t: TensorEntry) -> TensorEntry:
         size = per_partition_bytes(t)
         addr = self.first_fit(t.memory, size)
         placed = replace(t, partition=0, address=addr)
         self.reserve(placed)
+        self.automatic.add(t.name)
         return placed
 
     def first_fit(self, memory: str, size: int) -> int:

@@ -36,7 +36,7 @@ from ncsim.asm.alloc import Allocator
 from ncsim.asm.expr import parse_int, parse_number
 from ncsim.asm.fields import SEM_NAME, ParseEnv, suggest
 from ncsim.asm.instruction import Instruction, encode, parse_instruction
-from ncsim.asm.lexer import Cursor, Line, Token
+from ncsim.asm.lexer import Cursor, Line, Token, string_value
 from ncsim.asm.objfile import LineEntry, ObjectFile, TensorEntry
 from ncsim.asm.rules import check_instruction, check_tensor
 from ncsim.asm.slices import tensor_view
@@ -47,7 +47,10 @@ from ncsim.memory.access import AccessPattern
 
 HBM_KINDS = ("in", "out", "inout", "scratch")
 MAX_INSTRUCTIONS = 20_000_000  # a guard against loops that unroll without end
+MAX_LOOP_TRIPS = 20_000_000  # and against loops that unroll nothing, for ever
 MAX_INCLUDE_DEPTH = 16
+MAX_TENSOR_DIMS = 8  # the object file's tensor table holds up to 8 dimensions
+UINT32_MAX = 2**32 - 1
 RESERVED = {"sbuf", "psum", "hbm", "none", "true", "false", "inf", "nan"}
 
 
@@ -145,6 +148,7 @@ class Assembler:
         self.file_numbers: dict[int, str] = {}
         self.next_loc: tuple[int, int, int] | None = None
         self.include_stack: list[Path] = []
+        self.loop_trips = 0  # iterations unrolled so far, against MAX_LOOP_TRIPS
 
     # ---------------------------------------------------------------- driver
     def assemble(self, text: str, filename: str) -> ObjectFile:
@@ -214,6 +218,10 @@ class Assembler:
             if step <= 0:
                 raise cur.error(f"the loop's step must be positive, not {step}", step_tok)
         cur.expect_end("after the loop header")
+        trips = len(range(start, stop, step))
+        self.loop_trips += trips
+        if self.loop_trips > MAX_LOOP_TRIPS:
+            raise cur.error(f"the loops unroll more than {MAX_LOOP_TRIPS} times in all", var_tok)
         for value in range(start, stop, step):
             self.env.names[var_tok.text] = value
             self.run(body)
@@ -227,9 +235,9 @@ class Assembler:
             raise cur.error("expected the included file's path in double quotes", path_tok)
         cur.next()
         cur.expect_end("after .include")
-        path = (Path(line.file).parent / path_tok.text[1:-1]).resolve()
+        path = (Path(line.file).parent / string_value(path_tok)).resolve()
         if path in self.include_stack:
-            raise cur.error(f"'{path_tok.text[1:-1]}' includes itself (through {len(self.include_stack)} files)",
+            raise cur.error(f"'{string_value(path_tok)}' includes itself (through {len(self.include_stack)} files)",
                             path_tok)
         if len(self.include_stack) >= MAX_INCLUDE_DEPTH:
             raise cur.error(f"includes nest deeper than {MAX_INCLUDE_DEPTH}", path_tok)
@@ -238,7 +246,7 @@ class Assembler:
         except (OSError, UnicodeDecodeError) as e:
             raise cur.error(f"cannot read included file {path_tok.text}: {getattr(e, 'strerror', e)}",
                             path_tok) from None
-        rel = str(Path(line.file).parent / path_tok.text[1:-1])
+        rel = str(Path(line.file).parent / string_value(path_tok))
         self.include_stack.append(path)
         self.run([Line(rel, n, raw) for n, raw in enumerate(text.splitlines(), start=1)])
         self.include_stack.pop()
@@ -310,7 +318,9 @@ class Assembler:
         cur.next()
         if num in self.file_numbers:
             raise cur.error(f"file number {num} is already given", num_tok)
-        self.file_numbers[num] = path_tok.text[1:-1]
+        if "\0" in string_value(path_tok):
+            raise cur.error("a file name cannot contain a NUL character", path_tok)
+        self.file_numbers[num] = string_value(path_tok)
         self.program.file_index(self.file_numbers[num])  # keep the object's file order
 
     def d_loc(self, line: Line, cur: Cursor) -> None:
@@ -318,8 +328,8 @@ class Assembler:
         num = parse_int(cur, self.env.names, "a file number")
         if num not in self.file_numbers:
             raise cur.error(f"file number {num} has no .file directive", num_tok)
-        ln = parse_int(cur, self.env.names, "a line number")
-        col = parse_int(cur, self.env.names, "a column number")
+        ln = self.bounded_int(cur, "a line number", 1, UINT32_MAX)
+        col = self.bounded_int(cur, "a column number", 1, UINT32_MAX)
         self.next_loc = (self.program.file_index(self.file_numbers[num]), ln, col)
 
     def d_tensor(self, line: Line, cur: Cursor) -> None:
@@ -348,7 +358,10 @@ class Assembler:
                 check_tensor(entry, self.config)
             except AsmError as e:
                 raise line.error(e.message, name_tok) from None
-            self.alloc.reserve(entry)
+            try:
+                self.alloc.reserve_explicit(entry)
+            except AsmError as e:
+                raise line.error(e.message, name_tok) from None
         else:
             try:
                 entry = self.alloc.place(entry)
@@ -361,11 +374,9 @@ class Assembler:
         cur.expect("[", "to open the shape")
         dims = []
         while True:
-            tok = cur.peek()
-            d = parse_int(cur, self.env.names, "a dimension")
-            if d < 1:
-                raise cur.error(f"a dimension must be at least 1, not {d}", tok)
-            dims.append(d)
+            if len(dims) == MAX_TENSOR_DIMS:
+                raise cur.error(f"a tensor has at most {MAX_TENSOR_DIMS} dimensions", cur.peek())
+            dims.append(self.bounded_int(cur, "a dimension", 1, UINT32_MAX))
             if not cur.accept(","):
                 break
         cur.expect("]", "to close the shape")
@@ -374,14 +385,21 @@ class Assembler:
     def parse_placement(self, cur: Cursor, memory: str) -> tuple[int, int]:
         cur.expect("@")
         if memory == "hbm":
-            return 0, parse_int(cur, self.env.names, "a byte address")
-        partition = parse_int(cur, self.env.names, "the first partition")
+            return 0, self.bounded_int(cur, "a byte address", 0, 2**63 - 1)
+        partition = self.bounded_int(cur, "the first partition", 0, self.config.pmax - 1)
         cur.expect(":", "between partition and byte offset")
-        return partition, parse_int(cur, self.env.names, "a byte offset")
+        return partition, self.bounded_int(cur, "a byte offset", 0, 2**63 - 1)
+
+    def bounded_int(self, cur: Cursor, what: str, lo: int, hi: int) -> int:
+        tok = cur.peek()
+        value = parse_int(cur, self.env.names, what)
+        if not lo <= value <= hi:
+            raise cur.error(f"{what} must be in {lo}..{hi}, not {value}", tok)
+        return value
 
 
 def _identifier(stem: str) -> str:
-    out = "".join(c if c.isalnum() or c == "_" else "_" for c in stem)
+    out = "".join(c if (c.isascii() and c.isalnum()) or c == "_" else "_" for c in stem)
     return out if out and not out[0].isdigit() else "k_" + out
 
 

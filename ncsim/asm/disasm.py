@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ncsim.asm import objfile
 from ncsim.asm.instruction import Instruction, decode_stream
+from ncsim.asm.lexer import quote
 from ncsim.asm.objfile import ObjectFile, TensorEntry
 from ncsim.errors import ObjectFileError
 
@@ -38,7 +39,7 @@ def disassemble(obj: ObjectFile, file: str = "<object>") -> str:
     # The semaphores are explicit in the text: re-assembling must not insert them again.
     out = [f"# disassembly of {file} (ncsim)", f".kernel {obj.kernel}", ".sync manual"]
     out += [format_tensor(t) for t in obj.tensors]
-    out += [f'.file {i} "{path}"' for i, path in enumerate(obj.files)]
+    out += [f".file {i} {quote(path)}" for i, path in enumerate(obj.files)]
     for engine in objfile.ENGINES:
         instrs = streams[engine]
         if not instrs:

@@ -16,6 +16,10 @@ from ncsim.asm.lexer import Cursor, Token, describe
 Env = Mapping[str, int | float]
 
 
+MAX_LITERAL_DIGITS = 64
+MAX_BITS = 64  # integer expressions stay within 64 bits (plus sign): addresses, counts, steps
+
+
 def int_literal(tok: Token) -> int | None:
     text = tok.text.replace("_", "")
     try:
@@ -46,12 +50,18 @@ def parse_int(cur: Cursor, env: Env | None = None, what: str = "an integer") -> 
     return value
 
 
+def _bounded(cur: Cursor, value: int, tok: Token) -> int:
+    if value.bit_length() > MAX_BITS:
+        raise cur.error(f"integer expression exceeds {MAX_BITS} bits", tok)
+    return value
+
+
 def _sum(cur: Cursor, env: Env, what: str) -> int:
     value = _term(cur, env, what)
     while cur.at("+") or cur.at("-"):
         op = cur.next()
         rhs = _term(cur, env, what)
-        value = value + rhs if op.text == "+" else value - rhs
+        value = _bounded(cur, value + rhs if op.text == "+" else value - rhs, op)
     return value
 
 
@@ -64,7 +74,7 @@ def _term(cur: Cursor, env: Env, what: str) -> int:
         if op.text != "*" and rhs == 0:
             raise cur.error("division by zero in an integer expression", rhs_tok)
         if op.text == "*":
-            value *= rhs
+            value = _bounded(cur, value * rhs, op)
         elif op.text == "//":
             value //= rhs
         elif op.text == "%":
@@ -93,13 +103,17 @@ def _power(cur: Cursor, env: Env, what: str) -> int:
         exp = _unary(cur, env, what)
         if exp < 0:
             raise cur.error("a negative power is not an integer", op)
-        return base**exp
+        if abs(base) > 1 and exp >= MAX_BITS:
+            raise cur.error(f"integer expression exceeds {MAX_BITS} bits", op)
+        return _bounded(cur, base**exp, op)
     return base
 
 
 def _atom(cur: Cursor, env: Env, what: str) -> int:
     tok = cur.peek()
     if tok.kind == "number":
+        if len(tok.text) > MAX_LITERAL_DIGITS:
+            raise cur.error(f"number literal longer than {MAX_LITERAL_DIGITS} characters", tok)
         value = int_literal(tok)
         if value is None:
             raise cur.error(f"expected {what}, found the non-integer number '{tok.text}'", tok)
@@ -132,6 +146,8 @@ def parse_number(cur: Cursor, env: Env | None = None) -> int | float:
     if tok.kind == "ident" and tok.text in ("inf", "nan"):
         cur.next()
         return sign * math.inf if tok.text == "inf" else math.nan
+    if tok.kind == "number" and len(tok.text) > MAX_LITERAL_DIGITS:
+        raise cur.error(f"number literal longer than {MAX_LITERAL_DIGITS} characters", tok)
     if tok.kind == "number" and int_literal(tok) is None:
         cur.next()
         try:

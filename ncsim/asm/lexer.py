@@ -19,10 +19,10 @@ _PUNCT = (
 _TOKEN_RE = re.compile(
     r"""
     (?P<ws>[ \t\r]+)
-  | (?P<comment>\#.*|//.*|;.*)
+  | (?P<comment>\#.*|;.*)
   | (?P<number>0[xX][0-9a-fA-F_]+|0[bB][01_]+|\d[\d_]*(?:\.(?!\.)\d*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)
   | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<string>"[^"\n]*")
+  | (?P<string>"(?:[^"\\\n]|\\.)*")
   | (?P<punct>"""
     + "|".join(re.escape(p) for p in _PUNCT)
     + r""")
@@ -125,6 +125,16 @@ class Cursor:
 
     def error(self, message: str, tok: Token | None = None, notes: tuple[str, ...] = ()) -> AsmError:
         return self.line.error(message, tok if tok is not None else self.peek(), notes)
+
+
+def string_value(tok: Token) -> str:
+    """The text of a string token: between the quotes, with \\" and \\\\ unescaped."""
+    return re.sub(r"\\(.)", r"\1", tok.text[1:-1])
+
+
+def quote(text: str) -> str:
+    """A string token whose value is `text`."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def describe(tok: Token) -> str:

@@ -109,14 +109,16 @@ def tensor_view(cur: Cursor, env: Env, t: TensorEntry, name_tok: Token) -> Acces
 
 
 def merge_dims(dims: list[tuple[int, int]], limit: int) -> list[tuple[int, int]]:
-    """Merge adjacent contiguous dimensions (outer step == inner step * inner count), innermost first,
-    until at most `limit` remain or nothing merges."""
+    """Fit a view into `limit` dimensions when memory allows: drop dimensions of count 1 (they move
+    nothing), then merge adjacent contiguous ones (outer step == inner step * inner count),
+    innermost first. What still does not fit is left for the caller to refuse."""
     dims = list(dims)
+    if len(dims) > limit:
+        dims = [d for d in dims if d[1] != 1] or [(1, 1)]
     i = len(dims) - 2
     while len(dims) > limit and i >= 0:
         (so, co), (si, ci) = dims[i], dims[i + 1]
         if so == si * ci:
             dims[i:i + 2] = [(si, co * ci)]
-        i -= 1
-        i = min(i, len(dims) - 2)
+        i = min(i - 1, len(dims) - 2)
     return dims

@@ -1,7 +1,7 @@
 """Automatic synchronisation: find the hazards between streams and insert semaphore waits and signals.
 
-Streams. Each compute engine runs its instructions in order; each DMA queue runs its transfers in
-order. A dma_copy is triggered by an engine (its waits are waited there) and then moves data on its
+Streams. Each compute engine runs its instructions in order; each DMA queue runs in order the
+transfers that one engine puts on it (a queue fed by two engines is two streams). A dma_copy is triggered by an engine (its waits are waited there) and then moves data on its
 queue. Two instructions on the same stream need nothing (the stream keeps its order); two on
 different streams that touch overlapping bytes, at least one writing (read-after-write,
 write-after-read, write-after-write), need the later one to wait for the earlier one's completion.
@@ -63,9 +63,11 @@ class SyncResult:
 
 
 def stream_of(instr: Instruction) -> str:
-    """The stream that carries out the instruction's work."""
+    """The stream that carries out the instruction's work. A DMA queue keeps the order of what one
+    engine puts on it; transfers that two engines put on the same queue are ordered only by when
+    they are triggered, so each (queue, issuing engine) is a stream of its own."""
     if instr.mnemonic == "dma_copy":
-        return f"dma queue {instr.operands['queue']}"
+        return f"dma queue {instr.operands['queue']} from {instr.engine}"
     return instr.engine
 
 

@@ -52,7 +52,7 @@ wait=[s2>=1, s3==0]
 .sbuf idx i32[128, 16] @0:8192 + 2048
 .psum p f32[128, 512] @0:2048
 
-\tnc_transpose psum.f32[0:128, @0, [1,128]], sbuf.f32[0:128, @0, [1,128]]   // Tensor: SBUF -> PSUM
+\tnc_transpose psum.f32[0:128, @0, [1,128]], sbuf.f32[0:128, @0, [1,128]]   # Tensor: SBUF -> PSUM
 nc_transpose sbuf.f32[0:32, @512, [1,32]], sbuf.f32[0:32, @0, [1,32]], engine=vector
 activation_reduce sbuf.f32[0:128, @0, [1,512]], sbuf.f32[0:128, @0, [1,512]], exp, sbuf.f32[0:128, @2048, [1,1]], \
 scale=-1.0

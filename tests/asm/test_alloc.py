@@ -172,8 +172,6 @@ def test_tiles_placed_by_hand_are_avoided():
     assert got == {"fixed": (0, 64), "other": (96, 192), "a": (0, 0), "b": (0, 128), "c": (0, 256)}
 
 
-@pytest.mark.xfail(strict=True, reason="placement happens at each declaration, so a tile placed by hand that"
-                   " is declared after automatic ones is not avoided: it silently overlaps them")
 def test_a_tile_placed_by_hand_later_is_avoided_too():
     src = ".sbuf a f32[128, 16]\n.sbuf fixed f32[128, 16] @0:0\n"
     try:

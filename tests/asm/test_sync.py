@@ -335,9 +335,6 @@ def test_more_waits_than_an_instruction_holds_go_on_sem_wait():
     check_exact(instrs)
 
 
-@pytest.mark.xfail(strict=True, reason="DMAs on one queue are treated as one in-order stream even when different"
-                   " engines trigger them; the queue runs them in trigger order, which only the issuing engine's"
-                   " order (or a wait) fixes")
 def test_one_queue_fed_by_two_engines_is_ordered_by_a_wait():
     body = """\
 tensor_copy a, b
