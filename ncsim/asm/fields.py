@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +53,19 @@ class ParseEnv:
     def is_semaphore(self, name: str) -> bool:
         """Whether `name` denotes a semaphore (so `s3=0` is an update, not an operand named s3)."""
         return SEM_NAME.fullmatch(name) is not None
+
+
+def parse_list(cur: Cursor, item: Callable[[], Any]) -> tuple[Any, ...]:
+    """`[a, b, ...]` (possibly empty), or a single item without brackets."""
+    if not cur.accept("["):
+        return (item(),)
+    items = []
+    if not cur.at("]"):
+        items.append(item())
+        while cur.accept(","):
+            items.append(item())
+    cur.expect("]", "to close the list")
+    return tuple(items)
 
 
 class Kind:
@@ -496,16 +510,7 @@ class IntListKind(Kind):
         return f"[list of {n} {self.what}, each {self.lo}..{self.hi}]"
 
     def parse(self, cur: Cursor, env: ParseEnv) -> tuple[int, ...]:
-        if not cur.at("["):
-            return (parse_int(cur, env.names, self.what),)
-        cur.next()
-        items: list[int] = []
-        if not cur.at("]"):
-            items.append(parse_int(cur, env.names, self.what))
-            while cur.accept(","):
-                items.append(parse_int(cur, env.names, self.what))
-        cur.expect("]", "to close the list")
-        return tuple(items)
+        return parse_list(cur, lambda: parse_int(cur, env.names, self.what))
 
     def check(self, value: Any) -> None:
         if not self.min_len <= len(value) <= self.max_len:
@@ -636,16 +641,7 @@ class SemListKind(Kind):
         return item
 
     def parse(self, cur: Cursor, env: ParseEnv) -> tuple[SemOp, ...]:
-        if not cur.at("["):
-            return (self.parse_item(cur, env),)
-        cur.next()
-        items: list[SemOp] = []
-        if not cur.at("]"):
-            items.append(self.parse_item(cur, env))
-            while cur.accept(","):
-                items.append(self.parse_item(cur, env))
-        cur.expect("]", "to close the semaphore list")
-        return tuple(items)
+        return parse_list(cur, lambda: self.parse_item(cur, env))
 
     def check_item(self, item: SemOp) -> None:
         if not 0 <= item.sem < self.num_sems:
