@@ -196,8 +196,7 @@ SYNC_OPERANDS = (
     Operand("signal", SIGNALS, "semaphores to update on completion: [sN+=value, ...]", default=()),
 )
 
-ALL_ENGINES = ("sync", "tensor", "vector", "scalar", "gpsimd")
-MIN_II = "MIN_II"
+ALL_ENGINES = ("sync", "tensor", "vector", "scalar", "gpsimd")  # sync first: the default
 
 TABLE: tuple[InstrSpec, ...] = (
     # ------------------------------------------------------------------ Tensor engine

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ncsim import isa
 from ncsim.dtypes import DType
 
-# The instruction streams, in section order. DMA transfers live in the stream of the engine that
-# issues them (the Sync engine unless the program says otherwise).
-ENGINES: tuple[str, ...] = ("tensor", "vector", "scalar", "gpsimd", "sync")
+# The instruction streams, in section order, are the engines of the instruction table. DMA transfers
+# live in the stream of the engine that issues them (the Sync engine unless the program says otherwise).
+ENGINES = isa.ENGINES
 
 # Tensor roles: kernel arguments in HBM are inputs, outputs or both; HBM scratch; on-chip tiles.
 TENSOR_KINDS: tuple[str, ...] = ("in", "out", "inout", "scratch", "tile")
