@@ -541,7 +541,9 @@ TABLE: tuple[InstrSpec, ...] = (
         ),
         "copy between HBM and SBUF on a DMA queue",
         "dst = src element by element in iteration order, converting the dtype through fp32 when they differ;"
-        " with accumulate, dst = dst + src in fp32. Issued by `engine` onto DMA queue `queue`.",
+        " with accumulate, dst = dst + src in fp32. Issued by `engine`: its waits stall that engine until met,"
+        " then the transfer runs on DMA queue `queue` while the engine goes on. In HBM the outermost"
+        " dimension plays the partition dimension's role, and a step of 0 repeats data (broadcast).",
         "~1300 ns latency + bytes / (17 B/ns per DMA engine at the efficiency of its chunk size), capped by HBM",
     ),
     # ------------------------------------------------------------------ semaphores

@@ -8,7 +8,8 @@
 # planes (x1 = p[:, 0::4], y1 = p[:, 1::4], ...) of [128, 128]; the Vector engine does the arithmetic,
 # the Scalar engine the clamps at zero (relu); the [128, 128] result goes back by DMA.
 # Input slots are double-buffered (slot c: consecutive tiles alternate), so one tile loads while the
-# other computes; loads go on DMA queues 0 and 1, stores on queue 2.
+# other computes; loads go on DMA queues 0 and 1 (issued by the Sync engine), stores on queue 2,
+# issued by the idle GpSimd engine so that a store waiting for its tile never holds up the next load.
 #
 # The formula, in fp32, every operation rounded, in this order:
 #   area_a = (a.x2 - a.x1) * (a.y2 - a.y1)          area_b likewise
@@ -83,6 +84,6 @@
   tensor_tensor union, tmp, union, subtract
   tensor_tensor union, union, tmp, divide
   tensor_tensor res, iou, union, subtract
-  dma_copy out[r*128 : r*128 + 128, c*128 : c*128 + 128], res, queue=2
+  dma_copy out[r*128 : r*128 + 128, c*128 : c*128 + 128], res, queue=2, engine=gpsimd
 .end
 .end

@@ -5,7 +5,8 @@
 # Tiles: M in 128-row blocks (stationary [128, 128]), N in 512-column blocks (moving [128, 512]:
 # one fp32 PSUM bank per partition), K in 128-deep slices accumulated onto the same PSUM tile
 # (accumulate on every slice but the first). The Vector engine copies each finished PSUM tile to
-# SBUF and the Sync engine's DMA stores it; A and B slices load on DMA queues 0 and 1.
+# SBUF and a DMA issued by GpSimd stores it (so its wait does not hold up the loads the Sync engine
+# issues); A and B slices load on DMA queues 0 and 1.
 .kernel matmul
 .const M = 256
 .const N = 1024
@@ -30,6 +31,6 @@
   nc_matmul acc, at[:, k, :], bt[:, k % 2, :], accumulate=k > 0
 .end
   tensor_copy ct, acc
-  dma_copy c[m*128 : m*128 + 128, n*512 : n*512 + 512], ct, queue=2
+  dma_copy c[m*128 : m*128 + 128, n*512 : n*512 + 512], ct, queue=2, engine=gpsimd
 .end
 .end

@@ -4,7 +4,8 @@
 #   backward: dx = dy * (x > 0)                  (Vector engine: one scalar_tensor_tensor)
 #
 # Tiling: N = 512 rows in 4 tiles of 128 partitions, F = 1024 columns in one go (4 KiB per
-# partition per tile). Loads on DMA queues 0 and 1, stores on queue 2; the assembler inserts the
+# partition per tile). Loads on DMA queues 0 and 1, stores on queue 2 issued by GpSimd (a store's
+# wait must not hold up the Sync engine's next load); the assembler inserts the
 # semaphores between the DMA queues and the two engines.
 .kernel relu
 .const N = 512
@@ -26,6 +27,6 @@
   activation yt, xt, relu
   # (x > 0) * dy: op0 compares x with 0.0, op1 multiplies by dy
   scalar_tensor_tensor dxt, xt, greater, 0.0, multiply, dyt
-  dma_copy y[i*128 : i*128 + 128, :], yt, queue=2
-  dma_copy dx[i*128 : i*128 + 128, :], dxt, queue=2
+  dma_copy y[i*128 : i*128 + 128, :], yt, queue=2, engine=gpsimd
+  dma_copy dx[i*128 : i*128 + 128, :], dxt, queue=2, engine=gpsimd
 .end

@@ -45,8 +45,8 @@ def test_golden_records(request):
         GOLDEN.write_text(json.dumps(current, indent=1, sort_keys=True) + "\n")
     golden = json.loads(GOLDEN.read_text())
     assert sorted(golden) == sorted(current), "programs added or removed: refresh with --refresh-golden"
-    for name in current:
-        assert current[name] == golden[name], f"{name}.s assembles differently: refresh with --refresh-golden"
+    for name, rec in current.items():
+        assert rec == golden[name], f"{name}.s assembles differently: refresh with --refresh-golden"
 
 
 @pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.stem)

@@ -7,6 +7,8 @@ instruction. Directives of this layer:
     .hbm  NAME DTYPE[d0, d1, ...] KIND [@ADDRESS]     an HBM tensor; KIND is in, out, inout or scratch
     .sbuf NAME DTYPE[P, d1, ...] [@PARTITION:OFFSET]  an SBUF tile (partition dimension first)
     .psum NAME DTYPE[P, d1, ...] [@PARTITION:OFFSET]  a PSUM tile
+    .view NAME = TENSOR DTYPE[shape]      the same bytes seen with another shape (and dtype): on chip the
+                                          same partitions and bytes per partition, in HBM the same size
     .const NAME = EXPR                    a named integer or float constant
     .sem NAME                             a named semaphore (for programs that synchronise by hand)
     .for VAR in START..STOP [step S]      repeat the lines up to the matching .end, VAR = START, ...
@@ -137,6 +139,7 @@ class Assembler:
             "hbm": self.d_tensor,
             "sbuf": self.d_tensor,
             "psum": self.d_tensor,
+            "view": self.d_view,
             "const": self.d_const,
             "sem": self.d_sem,
             "sync": self.d_sync,
@@ -295,6 +298,28 @@ class Assembler:
         if self.program.instructions:
             raise cur.error(".sync must come before the first instruction", tok)
         self.program.sync = tok.text
+
+    def d_view(self, line: Line, cur: Cursor) -> None:
+        name_tok = self.declare(cur)
+        cur.expect("=", "after the view's name")
+        base_tok = cur.expect_ident("the tensor it views")
+        base = self.env.tensors.get(base_tok.text)
+        if base is None:
+            raise cur.error(f"'{base_tok.text}' is no declared tensor", base_tok)
+        dt_tok = cur.expect_ident("a dtype")
+        dt = dtypes.by_name(dt_tok.text)
+        if dt is None:
+            raise cur.error(f"unknown dtype '{dt_tok.text}'", dt_tok, notes=(suggest(dt_tok.text, dtypes.dtype_names()),))
+        shape_tok = cur.peek()
+        shape = self.parse_shape(cur)
+        view = TensorEntry(name_tok.text, base.memory, dt, shape, base.partition, base.address, base.kind)
+        if base.memory != "hbm" and shape[0] != base.shape[0]:
+            raise cur.error(f"a view keeps the partitions: '{base.name}' has {base.shape[0]}, this shape {shape[0]}",
+                            shape_tok)
+        if view.nbytes != base.nbytes:
+            raise cur.error(f"a view covers the same bytes: '{base.name}' has {base.nbytes}, this shape and dtype"
+                            f" {view.nbytes}", shape_tok)
+        self.env.tensors[name_tok.text] = view  # the assembler's name only: the object keeps the base tensor
 
     def d_const(self, line: Line, cur: Cursor) -> None:
         tok = self.declare(cur)
