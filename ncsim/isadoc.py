@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ncsim import isa
+from ncsim.asm.fields import MAX_HBM_DIMS
 from ncsim.asm.instruction import HEADER, layout
 
 
@@ -79,6 +80,18 @@ def markdown() -> str:
         "(`sbuf`, `psum`, `hbm`), dtype, the partition range (not for `hbm`), the byte offset (inside each",
         "partition on chip, the address in HBM), then up to 4 free dimensions (5 in HBM) of",
         "`[step, count]` in elements, outermost first.",
+        "",
+        "## Encoding",
+        "",
+        "Every instruction encodes to a multiple of 8 bytes, little-endian: an 8-byte header (opcode u8,",
+        "engine u8 as an index in " + ", ".join(isa.ENGINES) + ", number of waits u8, number of signals u8,",
+        "total size u16, reserved u16 = 0), then the row's operands at the fixed offsets listed with each",
+        (f"instruction (an access pattern takes {isa.TILE.size} bytes: memory, dtype, partition start, dimension"
+        f" count, partition count, byte offset u64, {MAX_HBM_DIMS} x (step i32, count u32)), zero padding to 8,"
+        " then 8 bytes"),
+        "per wait and per signal (semaphore u8, op u8, zero u16, value u32). Objects are ELF64: one",
+        "section per engine stream (`.text.tensor` ...), `.ncsim.tensors`, `.ncsim.files`, `.ncsim.lines`,",
+        "a symbol table; `ncsim/asm/elf.py` documents the layout.",
         "",
         "## Contents",
         "",
