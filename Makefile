@@ -17,6 +17,7 @@ run: $(STAMP)
 	$(BIN)/ncsim run programs/giou.s --trace
 
 test: $(STAMP)
+	$(BIN)/ruff check ncsim tests tools programs
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)

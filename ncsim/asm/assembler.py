@@ -63,6 +63,7 @@ class LanguageEnv(ParseEnv):
         super().__init__()
         self.tensors: dict[str, TensorEntry] = {}
         self.sems: dict[str, int] = {}
+        self.raw_sems: set[int] = set()  # semaphores the program writes by number (sN)
 
     def tensor_operand(self, cur: Cursor) -> AccessPattern | None:
         tok = cur.peek()
@@ -81,6 +82,12 @@ class LanguageEnv(ParseEnv):
 
     def is_semaphore(self, name: str) -> bool:
         return name in self.sems or super().is_semaphore(name)
+
+    def raw_semaphore(self, number: int, cur: Cursor) -> None:
+        named = next((n for n, v in self.sems.items() if v == number), None)
+        if named is not None:
+            raise cur.error(f"s{number} is the semaphore named '{named}': use the name, or another number")
+        self.raw_sems.add(number)
 
     def defined(self, name: str) -> str | None:
         if name in self.names:
@@ -328,7 +335,7 @@ class Assembler:
 
     def d_sem(self, line: Line, cur: Cursor) -> None:
         tok = self.declare(cur)
-        used = set(self.env.sems.values())
+        used = set(self.env.sems.values()) | self.env.raw_sems
         free = next((n for n in range(self.config.semaphores) if n not in used), None)
         if free is None:
             raise cur.error(f"all {self.config.semaphores} semaphores are named already", tok)

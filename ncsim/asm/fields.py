@@ -50,6 +50,10 @@ class ParseEnv:
         """A semaphore written by name; None if the next token is not one."""
         return None
 
+    def raw_semaphore(self, number: int, cur: Cursor) -> None:
+        """A semaphore written by number (the cursor is on it): the language layer keeps it apart from
+        the named ones."""
+
     def is_semaphore(self, name: str) -> bool:
         """Whether `name` denotes a semaphore (so `s3=0` is an update, not an operand named s3)."""
         return SEM_NAME.fullmatch(name) is not None
@@ -626,6 +630,7 @@ class SemListKind(Kind):
             if tok.kind != "ident" or not tok.text[1:].isdigit() or tok.text[0] != "s":
                 raise cur.error(f"expected a semaphore (s0..s{self.num_sems - 1}), found {describe(tok)}", tok)
             sem = int(tok.text[1:])
+            env.raw_semaphore(sem, cur)
             cur.next()
         op_tok = cur.peek()
         if op_tok.kind != "punct" or op_tok.text not in self.ops:

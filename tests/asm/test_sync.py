@@ -21,6 +21,7 @@ from ncsim import isa
 from ncsim.asm.assembler import Assembler, Program
 from ncsim.asm.fields import SemOp
 from ncsim.asm.instruction import Instruction
+from ncsim.errors import AsmError
 from ncsim.memory.access import AccessPattern
 
 # --- the reference: footprints by bytes, happens-before by graph search -------------------------
@@ -424,3 +425,13 @@ def test_random_programs_get_exactly_the_waits_they_need(src):
     check_exact(instrs)
     waits = sum(len(conditions(i)) for i in instrs)
     assert asm.program.sync_report.startswith(f"automatic synchronisation: {waits} waits")
+
+
+def test_named_semaphores_avoid_numbers_written_before_and_refuse_them_after():
+    a = Assembler()
+    a.assemble(".sync manual\nsem_signal s0+=1\n.sem ready\nsem_wait ready>=1\n", "sems.s")
+    assert a.env.sems["ready"] == 1  # s0 was taken by number
+    with pytest.raises(AsmError) as err:
+        Assembler().assemble(".sync manual\n.sem ready\nsem_signal s0+=1\n", "sems.s")
+    assert "s0 is the semaphore named 'ready'" in err.value.message
+    assert (err.value.loc.line, err.value.loc.col) == (3, 12)
