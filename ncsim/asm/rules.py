@@ -15,6 +15,7 @@ from ncsim.errors import AsmError
 from ncsim.isa import alu_info
 from ncsim.memory.access import AccessPattern, Memory
 
+PARTITION_REDUCE_OPS = ("add", "maximum", "bitwise_or", "bitwise_and")  # NKI tensor_partition_reduce
 GPSIMD_TENSOR_OPS = ("power", "add", "subtract", "multiply")  # NKI: power and 32-bit integer add/sub/mul
 
 
@@ -85,11 +86,14 @@ def _check(instr: Instruction, config: Config) -> None:
         raise AsmError(f"tensor_tensor on GpSimd runs {', '.join(GPSIMD_TENSOR_OPS)}, not {instr.operands['op']}")
     if instr.engine == "gpsimd" and m == "tensor_scalar" and instr.operands["op0"] != "rsqrt":
         raise AsmError("tensor_scalar on GpSimd runs only rsqrt")
-    if instr.engine != "vector":
+    if instr.engine != "vector" and m not in ("activation", "activation_reduce", "tensor_partition_reduce"):
         for key in ("op", "op0", "op1"):
             op = instr.operands.get(key)
-            if m not in ("activation", "activation_reduce", "tensor_partition_reduce") and op is not None and alu_info(op)[2] == "bitvec":
+            if op is not None and alu_info(op)[2] == "bitvec":
                 raise AsmError(f"bitwise operator {op} runs only on the Vector engine")
+    if m == "tensor_partition_reduce" and instr.operands["op"] not in PARTITION_REDUCE_OPS:
+        raise AsmError(f"tensor_partition_reduce reduces with {', '.join(PARTITION_REDUCE_OPS)},"
+                       f" not {instr.operands['op']}")
     if m in ("tensor_reduce", "tensor_partition_reduce", "tensor_scalar_reduce"):
         op = instr.operands["reduce_op" if m == "tensor_scalar_reduce" else "op"]
         if not alu_info(op)[3]:

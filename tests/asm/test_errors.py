@@ -321,3 +321,9 @@ def test_huge_power_is_refused(tmp_path):
     done = ncsim_in_300_mib(tmp_path, f"iota {AP}, [[1,4]], offset=2**(2**40)\n")
     assert done.returncode == 1, done.stderr
     assert done.stderr.startswith("k.s:1:"), done.stderr
+
+
+def test_partition_reduce_takes_only_its_four_operators():
+    src = "tensor_partition_reduce sbuf.f32[0:1, @0, [1,128]], sbuf.f32[0:128, @0, [1,128]], multiply\n"
+    with pytest.raises(AsmError, match="reduces with add, maximum, bitwise_or, bitwise_and, not multiply"):
+        assemble(src, "pr.s")
