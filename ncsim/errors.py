@@ -84,3 +84,15 @@ class ObjectFileError(NcsimError):
 
 class ConfigError(NcsimError):
     """A hardware-parameter override that names no parameter or gives an invalid value."""
+
+
+class SimError(NcsimError):
+    """A program that breaks a rule of the machine while it runs (placed at the instruction's source line)."""
+
+
+class DeadlockError(SimError):
+    """Engines wait on semaphores that no instruction left to run can satisfy."""
+
+
+class InputError(NcsimError):
+    """A kernel input or a sidecar that cannot be used: missing, wrong shape or dtype, unreadable."""

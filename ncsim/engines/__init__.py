@@ -1,0 +1,50 @@
+"""The engines' semantics: each module attaches an `execute` function and a plain numpy `reference`
+to the rows of the instruction table it runs (`isa.InstrSpec.slots`).
+
+- `execute(ctx)` runs one instruction on the simulated machine (`ncsim.engines.context.Context`).
+- `reference(instr, inputs, state) -> outputs` computes the same from plain arrays, written as
+  directly from the definition as possible (explicit loops where order matters): `inputs` maps
+  each tile operand the instruction reads (and each in-place destination) to its stored values,
+  `state` is a copy of the engine's registers, and the result maps each written operand to its
+  stored values. The tests run every instruction both ways and compare bit for bit.
+
+`load()` imports every engine module, so that every row of the table has both slots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ncsim import isa
+
+_LOADED = False
+
+
+def semantics(*mnemonics: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: `fn(ctx)` executes the named instructions."""
+    return _slot("execute", mnemonics)
+
+
+def reference(*mnemonics: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: `fn(instr, inputs, state) -> outputs` is the plain reference of the named instructions."""
+    return _slot("reference", mnemonics)
+
+
+def _slot(slot: str, mnemonics: tuple[str, ...]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        for m in mnemonics:
+            isa.BY_MNEMONIC[m].slots[slot] = fn
+        return fn
+
+    return wrap
+
+
+def load() -> None:
+    """Import every engine module (idempotent)."""
+    global _LOADED
+    if _LOADED:
+        return
+    from ncsim.engines import dma, gpsimd, scalar, sync, tensor, vector  # noqa: F401 - registration
+
+    _LOADED = True

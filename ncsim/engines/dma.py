@@ -1,0 +1,46 @@
+"""dma_copy: the one data-moving instruction of the DMA queues (HBM <-> SBUF, SBUF <-> SBUF, HBM <-> HBM).
+
+Elements are copied in iteration order: the source's elements in row-major order of its pattern
+(partition first on chip, the outermost dimension first in HBM) go to the destination's elements in
+the same order, so both need the same number of elements but not the same shape. Same dtypes: the
+bytes are copied. Different dtypes: widened to fp32 and narrowed (round to nearest even). With
+accumulate: dst = dst + src, one fp32 addition per element, then narrowed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ncsim.engines import reference, semantics
+from ncsim.engines.context import Context
+from ncsim.numerics import from_f32, to_f32
+
+
+@semantics("dma_copy")
+def dma_copy(ctx: Context) -> None:
+    dst, src = ctx.ap("dst"), ctx.ap("src")
+    if dst.num_elements != src.num_elements:
+        raise ctx.fail(f"'dst' has {dst.num_elements} elements ({list(dst.shape)}) and 'src' has"
+                       f" {src.num_elements} ({list(src.shape)}): a DMA copies element for element")
+    raw = ctx.read_raw("src").reshape(dst.shape)
+    if ctx["accumulate"]:
+        total = np.add(ctx.read("dst"), to_f32(raw, src.dtype), dtype=np.float32)
+        ctx.write("dst", total)
+    elif src.dtype == dst.dtype:
+        ctx.write_raw("dst", raw)
+    else:
+        ctx.write("dst", to_f32(raw, src.dtype))
+
+
+@reference("dma_copy")
+def dma_copy_ref(instr, inputs, state):
+    dst, src = instr["dst"], instr["src"]
+    flat = inputs["src"].ravel()
+    if instr["accumulate"]:
+        old = to_f32(inputs["dst"].ravel(), dst.dtype)
+        new = to_f32(flat, src.dtype)
+        out = np.array([np.float32(a + b) for a, b in zip(old, new)], np.float32)
+        return {"dst": from_f32(out, dst.dtype).reshape(dst.shape)}
+    if src.dtype == dst.dtype:
+        return {"dst": flat.copy().reshape(dst.shape)}
+    return {"dst": from_f32(to_f32(flat, src.dtype), dst.dtype).reshape(dst.shape)}

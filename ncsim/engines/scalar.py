@@ -1,0 +1,3 @@
+"""Scalar engine instructions (see ncsim/engines/__init__.py for the execute/reference contract)."""
+
+from __future__ import annotations

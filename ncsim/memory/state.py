@@ -1,0 +1,143 @@
+"""The memory state of one NeuronCore: SBUF, PSUM, the declared HBM tensors, and which bytes were written.
+
+Memory is untyped bytes; an access pattern (`ncsim.memory.access.AccessPattern`) is turned into a
+numpy view of its dtype with the pattern's strides, so a read is one strided copy and a write one
+strided assignment.
+
+- SBUF is pmax x sbuf_partition_bytes, PSUM pmax x psum_partition_bytes, each one numpy array.
+- HBM takes host memory only for the declared tensors: their byte ranges are merged into segments
+  (overlapping or touching tensors share one), and an access must lie inside one segment.
+- Every byte starts as 0xFF, the sentinel: as fp32, bf16, fp16 and both fp8 formats, a byte run of
+  0xFF is a NaN; as integers it is -1 (signed) or the largest value (unsigned). A parallel mask
+  records which bytes were written, so a read of never-written memory can be reported.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+import numpy as np
+
+from ncsim.asm.objfile import TensorEntry
+from ncsim.config import Config
+from ncsim.memory.access import AccessPattern, Memory
+
+SENTINEL_BYTE = 0xFF
+
+
+class AccessError(Exception):
+    """An access outside the memory that exists; the caller places it at the instruction."""
+
+
+@dataclass
+class Region:
+    """One block of bytes with its written mask: an on-chip memory (2-D, a row per partition) or
+    an HBM segment (1-D, starting at HBM address `base`)."""
+
+    data: np.ndarray  # uint8
+    written: np.ndarray  # bool, same shape
+    base: int = 0
+
+    @property
+    def flat(self) -> np.ndarray:
+        return self.data.reshape(-1)
+
+
+class MemoryState:
+    def __init__(self, config: Config, tensors: list[TensorEntry]):
+        self.config = config
+        p = config.pmax
+        self.sbuf = _region((p, config.sbuf_partition_bytes))
+        self.psum = _region((p, config.psum_partition_bytes))
+        self.hbm: list[Region] = []
+        spans = sorted((t.address, t.address + t.nbytes) for t in tensors if t.memory == "hbm" and t.nbytes)
+        for lo, hi in spans:
+            if self.hbm and lo <= self.hbm[-1].base + self.hbm[-1].data.size:
+                last = self.hbm[-1]
+                end = max(hi, last.base + last.data.size)
+                if end > last.base + last.data.size:
+                    grown = _region((end - last.base,))
+                    grown.data[: last.data.size] = last.data
+                    self.hbm[-1] = Region(grown.data, grown.written, last.base)
+            else:
+                r = _region((hi - lo,))
+                self.hbm.append(Region(r.data, r.written, lo))
+        self._hbm_starts = [r.base for r in self.hbm]
+
+    # ------------------------------------------------------------------ locating an access
+    def _hbm_region(self, ap: AccessPattern) -> Region:
+        lo, hi = ap.byte_span()
+        i = bisect.bisect_right(self._hbm_starts, lo) - 1
+        if i < 0 or hi > self.hbm[i].base + self.hbm[i].data.size or lo < self.hbm[i].base:
+            raise AccessError(f"HBM bytes {lo}..{hi - 1} are not inside one declared HBM tensor"
+                              " (only declared tensors exist in the simulated HBM)")
+        return self.hbm[i]
+
+    def _locate(self, ap: AccessPattern) -> tuple[Region, int, tuple[int, ...], tuple[int, ...]]:
+        """(region, byte offset of element [0, ...] in region.flat, shape, byte strides)."""
+        size = ap.dtype.itemsize
+        free_shape = tuple(c for _, c in ap.dims)
+        free_strides = tuple(s * size for s, _ in ap.dims)
+        if ap.memory == Memory.HBM:
+            region = self._hbm_region(ap)
+            return region, ap.offset - region.base, free_shape, free_strides
+        region = self.sbuf if ap.memory == Memory.SBUF else self.psum
+        rows, row_bytes = region.data.shape
+        lo, hi = ap.byte_span()
+        if lo < 0 or hi > row_bytes or ap.partition < 0 or ap.partition + ap.partitions > rows:
+            raise AccessError(f"{ap.memory.label} access partitions {ap.partition}:{ap.partition + ap.partitions},"
+                              f" bytes {lo}..{hi - 1} lies outside {ap.memory.label} ({rows} x {row_bytes} bytes)")
+        start = ap.partition * row_bytes + ap.offset
+        return region, start, (ap.partitions,) + free_shape, (row_bytes,) + free_strides
+
+    def view(self, ap: AccessPattern, *, mask: bool = False) -> np.ndarray:
+        """A writable view of the elements `ap` visits, in its shape (partition axis first on chip).
+        With mask=True, the written-mask bytes of each element's first byte instead."""
+        region, start, shape, strides = self._locate(ap)
+        if mask:
+            return np.ndarray(shape, np.bool_, region.written.reshape(-1), start, strides)
+        return np.ndarray(shape, ap.dtype.storage, region.flat, start, strides)
+
+    def _byte_mask_view(self, ap: AccessPattern) -> np.ndarray:
+        region, start, shape, strides = self._locate(ap)
+        size = ap.dtype.itemsize
+        return np.ndarray(shape + (size,), np.bool_, region.written.reshape(-1), start, strides + (1,))
+
+    # ------------------------------------------------------------------ reads and writes
+    def read(self, ap: AccessPattern) -> np.ndarray:
+        """A copy of the stored values `ap` visits (storage dtype, `ap.shape`)."""
+        return self.view(ap).copy()
+
+    def unwritten(self, ap: AccessPattern) -> int:
+        """How many elements `ap` visits whose bytes were never written."""
+        m = self._byte_mask_view(ap)
+        if m.all():
+            return 0
+        return int(np.count_nonzero(~m.all(axis=-1)))
+
+    def write(self, ap: AccessPattern, raw: np.ndarray) -> None:
+        """Store `raw` (storage dtype, `ap.shape` or broadcastable to it) at the elements `ap` visits."""
+        self.view(ap)[...] = raw
+        self._byte_mask_view(ap)[...] = True
+
+    def fill(self, ap: AccessPattern, raw: np.ndarray) -> None:
+        """Like write, for loading a tensor from the host."""
+        self.write(ap, raw)
+
+    def tensor_pattern(self, t: TensorEntry) -> AccessPattern:
+        """The access pattern of a whole declared tensor (row-major)."""
+        dims = []
+        step = 1
+        free = t.shape if t.memory == "hbm" else t.shape[1:]
+        for count in reversed(free):
+            dims.append((step, count))
+            step *= count
+        dims.reverse()
+        memory = {"hbm": Memory.HBM, "sbuf": Memory.SBUF, "psum": Memory.PSUM}[t.memory]
+        partitions = 0 if memory == Memory.HBM else t.shape[0]
+        return AccessPattern(memory, t.dtype, t.partition, partitions, t.address, tuple(dims))
+
+
+def _region(shape: tuple[int, ...]) -> Region:
+    return Region(np.full(shape, SENTINEL_BYTE, np.uint8), np.zeros(shape, np.bool_))

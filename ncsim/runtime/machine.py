@@ -1,0 +1,243 @@
+"""The functional machine: executes a loaded program's instructions on the memory state.
+
+Each engine runs its stream in order. An instruction runs once every semaphore condition it waits
+for holds; its semaphore updates apply when it has run. The machine picks engines in a fixed order
+(the table's engine order), running each as far as it can before moving on; any order that respects
+the semaphores gives the same values for a race-free program, so this one is as good as any and it
+repeats exactly. A DMA transfer runs when its issuing engine reaches it.
+
+When no engine can go on and some still have instructions, the program has deadlocked: the
+DeadlockError names each waiting engine, its instruction and source line, the condition and the
+semaphore's value.
+
+Each instruction's reads and writes are recorded as footprints (memory, partitions, byte range) for
+the race checker of the timing model; reads of memory nothing wrote are collected as warnings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from ncsim import engines, isa
+from ncsim.asm.disasm import decode_object
+from ncsim.asm.fields import SemOp
+from ncsim.asm.instruction import Instruction
+from ncsim.asm.objfile import ObjectFile, TensorEntry
+from ncsim.config import Config
+from ncsim.engines.context import Context
+from ncsim.errors import DeadlockError, NcsimError, SimError, SourceLoc
+from ncsim.memory.access import AccessPattern, Memory
+from ncsim.memory.state import MemoryState
+
+ENGINES = isa.ENGINES
+SEM_MAX = 2**32 - 1
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """One read or write of one instruction: `engine` stream, instruction `index` in it."""
+
+    engine: str
+    index: int
+    memory: Memory
+    partition: int  # first partition (0 in HBM)
+    partitions: int  # 0 in HBM
+    lo: int  # byte range [lo, hi) inside each partition, or in HBM
+    hi: int
+    write: bool
+
+
+@dataclass
+class UnwrittenRead:
+    loc: SourceLoc | None
+    engine: str
+    index: int
+    mnemonic: str
+    operand: str
+    elements: int
+    times: int = 1
+
+    def message(self) -> str:
+        where = f"{self.loc}: " if self.loc else f"{self.engine}[{self.index}]: "
+        again = f" (and again {self.times - 1} more times)" if self.times > 1 else ""
+        return (f"{where}warning: {self.mnemonic} reads {self.elements} element{'s' if self.elements != 1 else ''}"
+                f" of {self.operand} that nothing wrote; they read as the sentinel (NaN for floats){again}")
+
+
+class Machine:
+    def __init__(self, obj: ObjectFile, config: Config, file: str = "<object>"):
+        engines.load()
+        self.obj = obj
+        self.config = config
+        self.file = file
+        self.streams: dict[str, list[Instruction]] = decode_object(obj, file)
+        self.mem = MemoryState(config, obj.tensors)
+        self.engine_state: dict[str, dict] = {e: {} for e in ENGINES}
+        self.sems = [0] * config.semaphores
+        self.footprints: list[Footprint] = []
+        self.order: list[tuple[str, int]] = []  # (engine, index) in the order they ran
+        self.unwritten: dict[tuple[str, int, str], UnwrittenRead] = {}
+        # PSUM bytes whose current value a matmul wrote: only those may be accumulated onto.
+        self.psum_from_matmul = np.zeros((config.pmax, config.psum_partition_bytes), np.bool_)
+        self.pcs = {e: 0 for e in ENGINES}
+
+    # ------------------------------------------------------------------ source places
+    def loc(self, engine: str, index: int) -> SourceLoc | None:
+        entries = self.obj.lines[engine]
+        if index >= len(entries):
+            return None
+        e = entries[index]
+        path = self.obj.files[e.file] if e.file < len(self.obj.files) else self.file
+        text = _source_line(path, e.line)
+        instr = self.streams[engine][index]
+        return SourceLoc(path, e.line, e.col, text, length=len(instr.mnemonic))
+
+    # ------------------------------------------------------------------ host side
+    def tensor(self, name: str) -> TensorEntry:
+        for t in self.obj.tensors:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    def load_tensor(self, t: TensorEntry, raw: np.ndarray) -> None:
+        self.mem.write(self.mem.tensor_pattern(t), raw)
+
+    def read_tensor(self, t: TensorEntry) -> np.ndarray:
+        return self.mem.read(self.mem.tensor_pattern(t))
+
+    # ------------------------------------------------------------------ bookkeeping called by Context
+    def record(self, ctx: Context, ap: AccessPattern, write: bool) -> None:
+        lo, hi = ap.byte_span()
+        self.footprints.append(Footprint(ctx.engine, ctx.index, ap.memory, ap.partition, ap.partitions, lo, hi, write))
+        if write and ap.memory == Memory.PSUM and ctx.instr.mnemonic != "nc_matmul":
+            self.mark_matmul(ap, False)
+
+    def mark_matmul(self, ap: AccessPattern, value: bool) -> None:
+        view = np.ndarray(ap.shape + (ap.dtype.itemsize,), np.bool_, self.psum_from_matmul.reshape(-1),
+                          *self._psum_geometry(ap))
+        view[...] = value
+
+    def matmul_started(self, ap: AccessPattern) -> bool:
+        view = np.ndarray(ap.shape + (ap.dtype.itemsize,), np.bool_, self.psum_from_matmul.reshape(-1),
+                          *self._psum_geometry(ap))
+        return bool(view.all())
+
+    def _psum_geometry(self, ap: AccessPattern) -> tuple[int, tuple[int, ...]]:
+        row = self.psum_from_matmul.shape[1]
+        strides = (row,) + tuple(s * ap.dtype.itemsize for s, _ in ap.dims) + (1,)
+        return ap.partition * row + ap.offset, strides
+
+    def warn_unwritten(self, ctx: Context, name_or_ap: object, ap: AccessPattern, count: int) -> None:
+        operand = f"'{name_or_ap}'" if isinstance(name_or_ap, str) else f"{ap.memory.label}"
+        key = (ctx.engine, ctx.index, operand)
+        if key in self.unwritten:
+            self.unwritten[key].times += 1
+            return
+        self.unwritten[key] = UnwrittenRead(self.loc(ctx.engine, ctx.index), ctx.engine, ctx.index,
+                                            ctx.instr.mnemonic, operand, count)
+
+    def warnings(self) -> list[str]:
+        return [w.message() for w in self.unwritten.values()]
+
+    # ------------------------------------------------------------------ running
+    @property
+    def total(self) -> int:
+        return sum(len(s) for s in self.streams.values())
+
+    def run(self, progress: Callable[[int, int], None] | None = None) -> None:
+        """Run every stream to its end, or raise DeadlockError / SimError."""
+        total = self.total
+        done = len(self.order)
+        moved = True
+        while moved:
+            moved = False
+            for engine in ENGINES:
+                stream = self.streams[engine]
+                pc = self.pcs[engine]
+                while pc < len(stream):
+                    instr = stream[pc]
+                    if not all(self._holds(w) for w in _waits(instr)):
+                        break
+                    self._execute(engine, pc, instr)
+                    pc += 1
+                    self.pcs[engine] = pc
+                    done += 1
+                    moved = True
+                    if progress is not None and done % 4096 == 0:
+                        progress(done, total)
+        if done < total:
+            raise self._deadlock()
+
+    def _execute(self, engine: str, index: int, instr: Instruction) -> None:
+        ctx = Context(self, engine, index, instr)
+        try:
+            instr.spec.slots["execute"](ctx)
+        except NcsimError as e:
+            raise e.at(self.loc(engine, index)) if e.loc is None else e from None
+        self.order.append((engine, index))
+        for s in _signals(instr):
+            self._update(s, ctx)
+
+    def _holds(self, w: SemOp) -> bool:
+        v = self.sems[w.sem]
+        return v >= w.value if w.op == ">=" else v == w.value
+
+    def _update(self, s: SemOp, ctx: Context) -> None:
+        v = self.sems[s.sem]
+        new = v + s.value if s.op == "+=" else v - s.value if s.op == "-=" else s.value
+        if not 0 <= new <= SEM_MAX:
+            raise ctx.fail(f"semaphore s{s.sem} is {v}; {s} would take it to {new}, outside 0..{SEM_MAX}")
+        self.sems[s.sem] = new
+
+    def _deadlock(self) -> DeadlockError:
+        notes = []
+        first_loc = None
+        for engine in ENGINES:
+            pc = self.pcs[engine]
+            stream = self.streams[engine]
+            if pc >= len(stream):
+                continue
+            instr = stream[pc]
+            loc = self.loc(engine, pc)
+            first_loc = first_loc or loc
+            unmet = [w for w in _waits(instr) if not self._holds(w)]
+            conds = ", ".join(f"{w} (s{w.sem} is {self.sems[w.sem]})" for w in unmet)
+            where = f"{loc}" if loc else f"instruction {pc}"
+            notes.append(f"{engine} engine waits at {where}: {instr.mnemonic} needs {conds};"
+                         f" {len(stream) - pc} of its {len(stream)} instructions have not run")
+        blocked = len(notes)
+        return DeadlockError(f"deadlock: {blocked} engine{'s' if blocked != 1 else ''} wait for semaphore values"
+                             " that no instruction left to run can produce", first_loc, notes=tuple(notes))
+
+
+def _waits(instr: Instruction) -> tuple[SemOp, ...]:
+    if instr.mnemonic == "sem_wait":
+        return instr.waits + (instr.operands["cond"],)
+    return instr.waits
+
+
+def _signals(instr: Instruction) -> tuple[SemOp, ...]:
+    if instr.mnemonic == "sem_signal":
+        return instr.signals + (instr.operands["update"],)
+    return instr.signals
+
+
+@cache
+def _source_lines(path: str) -> tuple[str, ...]:
+    try:
+        return tuple(Path(path).read_text(errors="replace").splitlines())
+    except OSError:
+        return ()
+
+
+def _source_line(path: str, line: int) -> str:
+    lines = _source_lines(path)
+    return lines[line - 1] if 0 < line <= len(lines) else ""
+
+
+__all__ = ["DeadlockError", "Footprint", "Machine", "SimError"]
