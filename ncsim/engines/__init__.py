@@ -45,6 +45,6 @@ def load() -> None:
     global _LOADED
     if _LOADED:
         return
-    from ncsim.engines import dma, gpsimd, scalar, sync, tensor, vector  # noqa: F401 - registration
+    from ncsim.engines import dma, gpsimd, scalar, sync, tensor, vector, vector_special  # noqa: F401 - registration
 
     _LOADED = True
