@@ -1,0 +1,16 @@
+"""ncsim: a simulator of one AWS NeuronCore-v2 (Trainium1 / Inferentia2).
+
+    import ncsim
+    result = ncsim.run("programs/giou.s")     # see ncsim.runtime.run.run
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def run(*args: Any, **kwargs: Any) -> Any:
+    """Run a kernel: `ncsim.runtime.run.run` (imported on first use, so `import ncsim` stays light)."""
+    from ncsim.runtime.run import run as _run
+
+    return _run(*args, **kwargs)

@@ -18,7 +18,7 @@ import click
 from ncsim import isa
 from ncsim.asm import objfile
 from ncsim.asm.assembler import Assembler, assemble_file, read_source
-from ncsim.asm.disasm import decode_object, disassemble
+from ncsim.asm.disasm import disassemble
 from ncsim.asm.elf import load_object, write_elf
 from ncsim.asm.fields import suggest
 from ncsim.asm.objfile import ObjectFile
@@ -113,21 +113,81 @@ def config_cmd(config_file: str | None, sets: tuple[str, ...]) -> None:
 
 @cli.command()
 @click.argument("program", type=click.Path())
+@click.option("--input", "-i", "input_files", multiple=True, metavar="NAME=FILE.npy",
+              help="Take input NAME from a .npy file; repeatable. Inputs not given come from the sidecar"
+                   " (PROGRAM.py) or are seeded random.")
+@click.option("--out", "-o", "out_file", type=click.Path(), default=None,
+              help="Where to save the outputs (.npz; default: PROGRAM with .npz).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sidecar's or the random inputs.")
+@click.option("--sidecar", type=click.Path(), default=None,
+              help="The Python file with inputs() and reference() (default: PROGRAM with .py, if it exists).")
+@click.option("--no-check", is_flag=True, help="Do not compare the outputs with the sidecar's reference.")
 @click.option("--trace", "trace", is_flag=False, flag_value="", default=None, metavar="[FILE]",
               help="Write a Perfetto trace (default name: PROGRAM.trace.json).")
 @config_file_option
 @set_option
-def run(program: str, trace: str | None, config_file: str | None, sets: tuple[str, ...]) -> None:
-    """Run PROGRAM (.s or .o) on the simulated NeuronCore."""
+def run(program: str, input_files: tuple[str, ...], out_file: str | None, seed: int, sidecar: str | None,
+        no_check: bool, trace: str | None, config_file: str | None, sets: tuple[str, ...]) -> None:
+    """Run PROGRAM (.s or .o) on the simulated NeuronCore: compute its outputs and check them.
+
+    Exit status: 0 when the outputs match the reference bit for bit (or there is none), 3 when
+    they differ, 1 for an error in the program or its inputs.
+    """
+    from ncsim.runtime.run import run as run_kernel
+    from ncsim.runtime.run import save_outputs
+
     config = make_config(config_file, sets)
-    obj = load_program(program, config)
-    decode_object(obj, program)
+    given = {}
+    for item in input_files:
+        name, eq, path = item.partition("=")
+        if not eq or not name or not path:
+            raise NcsimError(f"--input takes NAME=FILE.npy, not '{item}'")
+        if name in given:
+            raise NcsimError(f"--input gives '{name}' twice")
+        given[name] = path
+    progress = _progress_printer() if sys.stderr.isatty() else None
+    result = run_kernel(program, given, config=config, seed=seed,
+                        sidecar=sidecar if sidecar is not None else True, check=not no_check, progress=progress)
+    if progress is not None:
+        progress(-1, -1)
+    obj = result.machine.obj
     counts = instruction_counts(obj)
-    click.echo(f"{program}: kernel {obj.kernel}: {sum(counts.values())} instructions ({format_counts(counts)}),"
-               f" {len(obj.tensors)} tensors")
-    click.echo("assembled and checked; this version of ncsim does not simulate yet"
-               " (values and timing are the next milestones), so there are no outputs"
-               + (" and no trace" if trace is not None else "") + ".")
+    click.echo(f"{program}: kernel {obj.kernel}, {sum(counts.values())} instructions ({format_counts(counts)})")
+    origins = Counter(result.input_origin.values())
+    if origins:
+        click.echo("inputs: " + "; ".join(
+            f"{', '.join(n for n, o in result.input_origin.items() if o == origin)} from {origin}" for origin in origins))
+    for w in result.warnings:
+        click.echo(w, err=True)
+    click.echo(f"simulated {result.instructions} instructions in {result.seconds:.2f} s of host time")
+    out_path = out_file or str(Path(program).with_suffix(".npz"))
+    if result.outputs:
+        save_outputs(out_path, result)
+        shapes = ", ".join(f"{n} {a.dtype}{list(a.shape)}" for n, a in result.outputs.items())
+        click.echo(f"outputs: {shapes} -> {out_path}")
+    if result.check is not None:
+        click.echo(result.check.report())
+    elif not no_check:
+        click.echo("no reference to check against (a sidecar with reference() gives one)")
+    if trace is not None:
+        click.echo("note: no trace written: the timing model is not part of this version yet", err=True)
+    if result.check is not None and not result.check.ok:
+        sys.exit(3)
+
+
+def _progress_printer():
+    """A progress callback that rewrites one line of stderr; called with -1 to clear it."""
+    shown = [False]
+
+    def show(done: int, total: int) -> None:
+        if done < 0:
+            if shown[0]:
+                click.echo("\r" + " " * 60 + "\r", nl=False, err=True)
+            return
+        shown[0] = True
+        click.echo(f"\rsimulating: {done} of {total} instructions ({100 * done // max(total, 1)}%)", nl=False, err=True)
+
+    return show
 
 
 def instruction_counts(obj: ObjectFile) -> Counter:

@@ -67,7 +67,7 @@ class Context:
     def read(self, name_or_ap: str | AccessPattern) -> np.ndarray:
         """The operand's values widened to float32 (exact), shaped like the operand."""
         ap = self.ap(name_or_ap)
-        return numerics.to_f32(self.read_raw(ap), ap.dtype)
+        return numerics.to_f32(self.read_raw(name_or_ap), ap.dtype)
 
     def read_bits(self, name_or_ap: str | AccessPattern | Immediate) -> np.ndarray:
         """32-bit patterns for a bitwise operator (see alu.to_bits); an immediate must be an integer."""
@@ -77,7 +77,7 @@ class Context:
                 raise self.fail(f"bitwise operators take integer constants, not {v.value}")
             return np.asarray(int(v.value) & 0xFFFFFFFF, np.uint32)
         ap = self.ap(v)
-        return alu.to_bits(self.read_raw(ap), ap.dtype)
+        return alu.to_bits(self.read_raw(name_or_ap if isinstance(name_or_ap, str) else ap), ap.dtype)
 
     def scalar(self, name: str, partitions: int) -> np.ndarray:
         """A constant-or-column operand as float32, broadcastable against [partitions, ...]:
@@ -87,7 +87,7 @@ class Context:
             return np.asarray(v.value, np.float32)
         ap = self.ap(name)
         self.check_column(name, ap, partitions)
-        return self.read(ap).reshape(partitions, 1)
+        return self.read(name).reshape(partitions, 1)
 
     def check_column(self, name: str, ap: AccessPattern, partitions: int) -> None:
         if ap.partitions != partitions or ap.free_elements != 1:
@@ -139,7 +139,7 @@ class Context:
     def read2d(self, name: str) -> np.ndarray:
         """read(name) as [partitions, free elements] float32."""
         ap = self.ap(name)
-        return self.read(ap).reshape(ap.partitions, ap.free_elements)
+        return self.read(name).reshape(ap.partitions, ap.free_elements)
 
     # ------------------------------------------------------------------ errors
     def fail(self, message: str) -> SimError:

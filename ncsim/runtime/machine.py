@@ -28,9 +28,10 @@ from ncsim.asm.disasm import decode_object
 from ncsim.asm.fields import SemOp
 from ncsim.asm.instruction import Instruction
 from ncsim.asm.objfile import ObjectFile, TensorEntry
+from ncsim.asm.rules import check_instruction, check_tensor
 from ncsim.config import Config
 from ncsim.engines.context import Context
-from ncsim.errors import DeadlockError, NcsimError, SimError, SourceLoc
+from ncsim.errors import AsmError, DeadlockError, NcsimError, SimError, SourceLoc
 from ncsim.memory.access import AccessPattern, Memory
 from ncsim.memory.state import MemoryState
 
@@ -96,6 +97,21 @@ class Machine:
         text = _source_line(path, e.line)
         instr = self.streams[engine][index]
         return SourceLoc(path, e.line, e.col, text, length=len(instr.mnemonic))
+
+    def verify(self) -> None:
+        """Check every tensor and instruction against the hardware rules of this configuration (the
+        assembler does the same for source; an object may come from elsewhere, or from another config)."""
+        for t in self.obj.tensors:
+            try:
+                check_tensor(t, self.config)
+            except AsmError as e:
+                raise SimError(e.message, file=self.file) from None
+        for engine in ENGINES:
+            for index, instr in enumerate(self.streams[engine]):
+                try:
+                    check_instruction(instr, self.config)
+                except AsmError as e:
+                    raise SimError(e.message, self.loc(engine, index), notes=e.notes) from None
 
     # ------------------------------------------------------------------ host side
     def tensor(self, name: str) -> TensorEntry:

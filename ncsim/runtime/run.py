@@ -1,0 +1,108 @@
+"""Run a kernel: load it, give it inputs, execute it, collect its outputs, check them.
+
+    import ncsim
+    result = ncsim.run("programs/giou.s")                 # inputs from the sidecar, checked against it
+    result.outputs["out"]                                  # numpy arrays, by output name
+    print(result.check.report())                           # "bit-exact: 262144 of 262144 elements (out)"
+    result = ncsim.run("k.s", inputs={"x": my_array})      # or {"x": "x.npy"}
+
+`ncsim run` on the command line is this function plus printing. Errors a user can cause (a malformed
+program, a bad input, a rule broken at run time, a deadlock) raise `ncsim.errors.NcsimError`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ncsim.asm.assembler import assemble_file
+from ncsim.asm.elf import load_object
+from ncsim.asm.objfile import ObjectFile
+from ncsim.config import Config
+from ncsim.errors import NcsimError
+from ncsim.runtime import inputs as inputs_mod
+from ncsim.runtime.check import CheckResult, compare
+from ncsim.runtime.machine import Machine
+
+
+@dataclass
+class RunResult:
+    kernel: str
+    outputs: dict[str, np.ndarray]  # every `out`/`inout` HBM tensor after the run, by name
+    inputs: dict[str, np.ndarray]
+    input_origin: dict[str, str]  # where each input came from
+    check: CheckResult | None  # None when there is no reference to check against
+    warnings: list[str]
+    instructions: int
+    seconds: float  # host time of the functional simulation
+    machine: Machine = field(repr=False)
+
+
+def load_program(program: str | Path | ObjectFile, config: Config) -> tuple[ObjectFile, str, bool]:
+    """(object, display name, whether it came from an object file). A .s file is assembled in memory."""
+    if isinstance(program, ObjectFile):
+        return program, f"<kernel {program.kernel}>", True
+    path = str(program)
+    if Path(path).is_dir():
+        raise NcsimError("is a directory, not a program (.s or .o)", file=path)
+    if path.endswith(".s"):
+        return assemble_file(path, config), path, False
+    return load_object(path), path, True
+
+
+def run(program: str | Path | ObjectFile, inputs: Mapping[str, Any] | None = None, *,
+        config: Config | None = None, seed: int = 0, sidecar: str | Path | bool = True,
+        check: bool = True, progress: Callable[[int, int], None] | None = None) -> RunResult:
+    """Run `program` (a .s or .o path, or an ObjectFile) on a simulated NeuronCore-v2.
+
+    inputs: arrays or .npy paths by input name; the rest come from the sidecar's inputs(seed), else
+    seeded random values. sidecar: True to use the file beside the program (NAME.py), a path, or False.
+    check: compare the outputs with the sidecar's reference(**inputs), when it has one.
+    """
+    config = config or Config()
+    obj, name, from_object = load_program(program, config)
+    if sidecar is True:
+        side_path = None if isinstance(program, ObjectFile) else inputs_mod.find_sidecar(program)
+    elif sidecar is False:
+        side_path = None
+    else:
+        side_path = Path(sidecar)
+        if not side_path.is_file():
+            raise NcsimError("no such sidecar file", file=str(side_path))
+    side = inputs_mod.load_sidecar(side_path)
+    arrays, origin = inputs_mod.resolve_inputs(obj, inputs or {}, side, seed)
+
+    machine = Machine(obj, config, name)
+    if from_object:
+        machine.verify()
+    for t in inputs_mod.input_tensors(obj):
+        machine.load_tensor(t, arrays[t.name])
+    start = time.perf_counter()
+    machine.run(progress)
+    seconds = time.perf_counter() - start
+
+    outs = {t.name: t for t in inputs_mod.output_tensors(obj)}
+    outputs = {n: machine.read_tensor(t) for n, t in outs.items()}
+    result_check = None
+    if check and side.has_reference:
+        expected = inputs_mod.reference_outputs(obj, side, arrays)
+        result_check = compare(outs, outputs, expected)
+    return RunResult(obj.kernel, outputs, arrays, origin, result_check, machine.warnings(), machine.total, seconds,
+                     machine)
+
+
+def save_outputs(path: str | Path, result: RunResult) -> None:
+    """Write the outputs as an .npz, one array per output by name; bf16 and fp8 outputs are
+    widened to float32 exactly (numpy cannot name the ml_dtypes types in a file)."""
+    tensors = {t.name: t for t in inputs_mod.output_tensors(result.machine.obj)}
+    arrays = {n: inputs_mod.as_saved(tensors[n], a) for n, a in result.outputs.items()}
+    try:
+        with open(path, "wb") as f:
+            np.savez(f, **arrays)
+    except OSError as e:
+        raise NcsimError(f"cannot write the outputs: {e.strerror}", file=str(path)) from None
