@@ -195,6 +195,10 @@ class Machine:
             instr.spec.slots["execute"](ctx)
         except NcsimError as e:
             raise e.at(self.loc(engine, index)) if e.loc is None else e from None
+        except MemoryError:
+            raise SimError(f"{instr.mnemonic}: its operands need more host memory than this machine has"
+                           f" ({', '.join(str(list(ap.shape)) for ap in _patterns(instr))})",
+                           self.loc(engine, index)) from None
         self.order.append((engine, index))
         for s in _signals(instr):
             self._update(s, ctx)
@@ -229,6 +233,10 @@ class Machine:
         blocked = len(notes)
         return DeadlockError(f"deadlock: {blocked} engine{'s' if blocked != 1 else ''} wait for semaphore values"
                              " that no instruction left to run can produce", first_loc, notes=tuple(notes))
+
+
+def _patterns(instr: Instruction) -> list[AccessPattern]:
+    return [v for v in instr.operands.values() if isinstance(v, AccessPattern)]
 
 
 def _waits(instr: Instruction) -> tuple[SemOp, ...]:
