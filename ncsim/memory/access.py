@@ -10,6 +10,7 @@ An HBM access pattern has no partitions: from byte address `offset`, up to 5 dim
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,7 +57,7 @@ class AccessPattern:
 
     @property
     def free_elements(self) -> int:
-        return int(np.prod(self.free_shape, dtype=np.int64)) if self.dims else 1
+        return math.prod(c for _, c in self.dims)
 
     @property
     def num_elements(self) -> int:
