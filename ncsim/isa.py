@@ -281,8 +281,11 @@ TABLE: tuple[InstrSpec, ...] = (
         ),
         "dst = (data op0 operand0) op1 operand1, operands broadcast along the free axis",
         "tmp = data op0 operand0 (reversed when reverse0), then out = tmp op1 operand1 (reversed when reverse1)"
-        " if op1 is given; each op in fp32 (bitvec ops on the integer bits, Vector only). Scalar runs a subset;"
-        " GpSimd runs rsqrt.",
+        " if op1 is given; each op in fp32, tmp not narrowed (a constant is taken as its nearest fp32 value)."
+        " op1 and operand1 come together; op0 and op1 are both arithmetic or both bitvec (NKI). Bitvec ops: Vector"
+        " only, data, dst and column operands of integer dtypes, constants integers, on the 32-bit patterns of"
+        " alu.to_bits. A unary op (abs, invert, ...) applies to the data side and ignores its operand and reverse."
+        " Scalar runs only multiply then add, multiply alone, add alone (NKI for v2); GpSimd runs rsqrt.",
         "max(MIN_II, N) cycles",
     ),
     InstrSpec(
@@ -297,7 +300,10 @@ TABLE: tuple[InstrSpec, ...] = (
             opt("reverse0", BoolKind(), False, "compute operand0 op0 data"),
         ),
         "dst = data op0 operand0, and reduce_res = its reduction along the free axes",
-        "out = data op0 operand0 in fp32; reduce_res[p] = reduce_op over out[p, :], sequentially left to right.",
+        "out = data op0 operand0 in fp32 (op0 arithmetic; the unary rule of tensor_scalar); dst = out narrowed;"
+        " reduce_res[p] = ((out[p, 0] r out[p, 1]) r out[p, 2]) ... over the fp32 values of out (before"
+        " narrowing) along the flattened free axes, with r = reduce_op, one of add, subtract, multiply, maximum,"
+        " minimum (NKI); reduce_res is a [P, 1] tile.",
         "max(MIN_II, N) + MIN_II Vector cycles",
     ),
     InstrSpec(
@@ -314,7 +320,8 @@ TABLE: tuple[InstrSpec, ...] = (
         ),
         "dst = (data op0 operand0) op1 operand1, with operand1 a full tile",
         "tmp = data op0 operand0 (reversed when reverse0); out = tmp op1 operand1 (reversed when reverse1); fp32,"
-        " arithmetic ops only. data and operand1 may not both be in PSUM.",
+        " tmp not narrowed, arithmetic ops only (the unary rule of tensor_scalar). data, operand1 and dst have the"
+        " same partitions and elements per partition; data and operand1 may not both be in PSUM.",
         "N Vector cycles for bf16 subtract then multiply with even N; else 2N",
     ),
     InstrSpec(
@@ -328,8 +335,11 @@ TABLE: tuple[InstrSpec, ...] = (
             opt("negate", BoolKind(), False, "negate the result"),
         ),
         "reduce along free axes",
-        "out[p, kept...] = op over the reduced axes, sequentially in row-major order, in fp32 (bitvec ops on the bits);"
-        " negated when negate.",
+        "out[p, kept...] = ((x0 op x1) op x2) ... over the elements x0, x1, ... of the reduced axes in row-major"
+        " order (a fold from the first element: subtract gives x0 - x1 - x2 ...), in fp32; bitvec ops on the bits"
+        " of integer tiles. The axes are distinct and the last ones, ending at the innermost (NKI); dst has P"
+        " partitions and as many elements per partition as the kept axes hold (1 when all are reduced). negate"
+        " (arithmetic ops only, NKI) multiplies the result by -1.0 in fp32.",
         "N/2 Vector cycles for bf16 add or maximum; else N",
     ),
     InstrSpec(
@@ -346,15 +356,17 @@ TABLE: tuple[InstrSpec, ...] = (
         ),
         "scan along the free axis: res[i] = op1(op0(data0[i], res[i-1]), data1[i])",
         "res[:, -1] = initial; res[:, i] = (data0[:, i] op0 res[:, i-1]) op1 data1[:, i] for i = 0..N-1 in order,"
-        " in fp32, over the flattened free axes.",
+        " in fp32, over the flattened free axes; the running value stays fp32 (only out is narrowed). op0 and op1"
+        " are binary arithmetic operators (NKI).",
         "max(MIN_II, 2N) Vector cycles",
     ),
     InstrSpec(
         "tensor_copy", 0x26, ("vector", "gpsimd", "scalar"),
         (dst(), src("src", "input tile of the same element count per partition")),
         "copy a tile, converting the dtype",
-        "out = src; bit-exact when the dtypes match (Vector, GpSimd), else through fp32. On Scalar always"
-        " through fp32.",
+        "out = src element for element (the same partitions and elements per partition); bit-exact when the dtypes"
+        " match (Vector, GpSimd), else through fp32. On Scalar always through fp32 (so 32-bit integers above"
+        " 2**24 round).",
         "max(MIN_II, N) cycles",
     ),
     InstrSpec(
@@ -367,7 +379,8 @@ TABLE: tuple[InstrSpec, ...] = (
         ),
         "dst = where(predicate, src, dst)",
         "dst[i] = src[i] where predicate[i] != 0 (== 0 when reverse_pred); other elements keep their value."
-        " src and predicate may not both be in PSUM.",
+        " predicate is uint8/16/32 (or bool), src a tile of dst's dtype whose bits are copied (NKI), or a constant"
+        " converted as memset converts it. src and predicate may not both be in PSUM.",
         "max(MIN_II, N) when the operands span memories; max(MIN_II, 2N) all in SBUF",
     ),
     InstrSpec(
@@ -396,14 +409,17 @@ TABLE: tuple[InstrSpec, ...] = (
         "memset", 0x2A, ("vector", "gpsimd"),
         (dst(), Operand("value", ConstKind(), "the constant")),
         "fill a tile with a constant",
-        "every element of dst = value, converted to dst's dtype (round to nearest even).",
+        "every element of dst = value converted to dst's dtype: an integer constant into an integer dtype exactly,"
+        " saturated to its range (bool: nonzero is 1); otherwise the constant's nearest fp32 value narrowed by"
+        " from_f32 (round to nearest even; into integers half to even and saturating, NaN to 0).",
         "max(MIN_II, N/2) for zero into a 16-bit float dtype; else max(MIN_II, N)",
     ),
     InstrSpec(
         "reciprocal", 0x2B, ("vector",),
         (dst(), src("data", "input tile")),
         "dst = 1 / data (Vector: more precise, slower than activation reciprocal)",
-        "out = 1 / data in fp32 (IEEE division).",
+        "out = 1 / data in fp32 (IEEE division: 1/0 = inf, 1/-0 = -inf); dst and data have the same partitions and"
+        " elements per partition.",
         "max(MIN_II, 8N) Vector cycles",
     ),
     InstrSpec(

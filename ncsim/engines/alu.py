@@ -266,6 +266,22 @@ def fold_rows_bits(x: np.ndarray, code: int) -> np.ndarray:
     return out
 
 
+@numba.njit(cache=True, error_model="numpy")
+def scan_rows(a: np.ndarray, b: np.ndarray, init: np.ndarray, code0: int, code1: int,
+              reverse0: bool, reverse1: bool) -> np.ndarray:
+    """out[p, i] = (a[p, i] op0 r) op1 b[p, i] with r = out[p, i-1] (init[p] before i = 0), in fp32,
+    left to right; reverse0 gives r op0 a[p, i], reverse1 gives b[p, i] op1 tmp (a, b: float32 [P, n])."""
+    rows, n = a.shape
+    out = np.empty((rows, n), np.float32)
+    for p in range(rows):
+        r = init[p]
+        for i in range(n):
+            t = scalar_op(code0, r, a[p, i]) if reverse0 else scalar_op(code0, a[p, i], r)
+            r = scalar_op(code1, b[p, i], t) if reverse1 else scalar_op(code1, t, b[p, i])
+            out[p, i] = r
+    return out
+
+
 def fold(op: str, x: np.ndarray) -> np.ndarray:
     """Sequential fold of each row of a 2-D array: float32 for arithmetic operators, uint32 patterns
     for bitwise ones."""
