@@ -88,7 +88,7 @@ def _apply(op: str, a: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
         if op == "minimum":
             return _ieee_max(*np.broadcast_arrays(a, b), largest=False)
         if op == "power":
-            return np.power(np.asarray(a, np.float64), np.asarray(b, np.float64)).astype(F32)
+            return _power(a, b)
         if op == "equal":
             return _bool(a == b)
         if op == "not_equal":
@@ -116,6 +116,17 @@ def _apply(op: str, a: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
         if op == "reciprocal":
             return np.divide(F32(1), a, dtype=F32)
     raise ValueError(f"{op} is not an arithmetic ALU operator")
+
+
+def _power(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """C's pow in float64, rounded once to fp32. numpy computes an exponent of exactly 0.5 as a square
+    root, which differs from pow at two points: pow(-inf, 0.5) = +inf and pow(-0, 0.5) = +0."""
+    a64, b64 = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
+    r = np.power(a64, b64)
+    half = b64 == 0.5
+    if np.any(half):
+        r = np.where(half & (a64 == -np.inf), np.inf, np.where(half & (a64 == 0), 0.0, r))
+    return np.asarray(r).astype(F32)
 
 
 # ---------------------------------------------------------------- the same, one fp32 value at a time

@@ -10,6 +10,7 @@ placed at the instruction.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -73,7 +74,7 @@ class Context:
         """32-bit patterns for a bitwise operator (see alu.to_bits); an immediate must be an integer."""
         v = self.instr.operands[name_or_ap] if isinstance(name_or_ap, str) else name_or_ap
         if isinstance(v, Immediate):
-            if float(v.value) != int(v.value):
+            if not math.isfinite(v.value) or float(v.value) != int(v.value):
                 raise self.fail(f"bitwise operators take integer constants, not {v.value}")
             return np.asarray(int(v.value) & 0xFFFFFFFF, np.uint32)
         ap = self.ap(v)
