@@ -90,7 +90,7 @@ ACTIVATION_FUNCS: tuple[tuple[str, str], ...] = (
     ("silu", "x / (1 + exp(-x))"),
     ("silu_dx", "s + x * s * (1 - s) with s = sigmoid(x)"),
     ("tanh", "tanh(x)"),
-    ("softplus", "log(1 + exp(x))"),
+    ("softplus", "log(1 + exp(x)), evaluated as max(x, 0) + log1p(exp(-|x|))"),
     ("mish", "x * tanh(softplus(x))"),
     ("erf", "erf(x)"),
     ("erf_dx", "2 / sqrt(pi) * exp(-x*x)"),
@@ -209,9 +209,12 @@ TABLE: tuple[InstrSpec, ...] = (
             opt("accumulate", BoolKind(), False, "add onto the PSUM tile instead of overwriting it"),
         ),
         "dst[M,N] (+)= stationary^T @ moving on the 128x128 systolic array",
-        "dst[m, n] = sum over k = 0..K-1, in that order, of stationary[k, m] * moving[k, n]: each product in fp32,"
-        " accumulated in fp32; with accumulate=true the sum starts from the PSUM value instead of 0."
-        " Inputs fp8/bf16/fp16/tf32/fp32 (fp32 and tf32 only with each other); dst is fp32 in PSUM, inside one bank.",
+        "dst[m, n] = sum over k = 0..K-1, in that order, of stationary[k, m] * moving[k, n]: acc starts at +0.0"
+        " (with accumulate=true at the PSUM value), then acc = acc + s * m for each k, the product and the sum each"
+        " one fp32 operation (never fused); a NaN result is the canonical NaN 0x7FC00000. Free axes are flattened."
+        " accumulate=true needs every dst byte to hold a matmul's result (no other instruction wrote it since),"
+        " else it is an error. Inputs fp8/bf16/fp16/tf32/fp32 (fp32 and tf32 only with each other); dst is fp32 in"
+        " PSUM, inside one bank.",
         "max(min(64, M), N) Tensor cycles, x4 when the operands are fp32; the stationary load runs in the"
         " background and overlaps the previous matmul",
     ),
@@ -219,8 +222,12 @@ TABLE: tuple[InstrSpec, ...] = (
         "nc_transpose", 0x02, ("tensor", "vector"),
         (dst("the transposed tile [F, P]"), src("data", "[P, F]: up to 128x128 on Tensor, 32x32 on Vector")),
         "swap the partition and free axes",
-        "dst[f, p] = data[p, f] (multiple free axes are flattened first). On Tensor: data in SBUF, dst in PSUM,"
-        " computed as a matmul with the identity (exact for finite values). On Vector: up to 32x32, SBUF or PSUM.",
+        "dst[f, p] = data[p, f] (multiple free axes are flattened first). On Tensor: data in SBUF, dst in PSUM"
+        " of data's dtype (NKI), computed as nc_matmul with data as stationary and the identity as moving:"
+        " dst[f, p] = fp32 sum from +0 over k = 0..P-1 of data[k, f] * I[k, p], narrowed to dst's dtype. So finite"
+        " values are exact (integers up to 2**24), -0 becomes +0, and an inf or NaN in column f of data gives NaN"
+        " (inf * 0) in row f of dst except an inf's own place (inf when it is the column's only non-finite"
+        " value); NaN is the canonical NaN. On Vector: up to 32x32, SBUF or PSUM.",
         "Tensor: max(P, min(64, F)) cycles; Vector: max(MIN_II, N)",
     ),
     # ------------------------------------------------------------------ Scalar engine
@@ -236,9 +243,13 @@ TABLE: tuple[InstrSpec, ...] = (
             Operand("reduce_res", OPT_TILE, "[P, 1] tile that receives the accumulators", default=None, role="out"),
         ),
         "dst = op(data * scale + bias), optionally add-reducing into accumulators",
-        "out = op(data * scale + bias) per element, the multiply and add in fp32, op in float64 rounded once"
-        " to fp32. reduce_cmd: reset zeroes the per-partition accumulators; reduce adds the row sums of out"
-        " (sequentially, left to right); reset_reduce does both. reduce_res, when given, receives the accumulators.",
+        "out = op(data * scale + bias) per element: one fp32 multiply, one fp32 add (none without bias), op in"
+        " float64 by the formula of ACTIVATION_FUNCS rounded once to fp32 (rules at ±inf, NaN and outside the"
+        " domain: ncsim/engines/scalar.py). scale: a constant or an f32 [P, 1] column; bias: an f32/f16/bf16 [P, 1]"
+        " column (NKI v2). Each lane (partition) has one fp32 accumulator, NaN until first reset. reduce_cmd: reset"
+        " sets the instruction's lanes to +0; reduce adds out[p, 0], out[p, 1], ... one at a time, in fp32, onto"
+        " them (the fp32 results, before narrowing); reset_reduce does both; idle neither. reduce_res, when given,"
+        " then receives the lanes' accumulators.",
         "max(MIN_II, N) Scalar cycles; + MIN_II when reducing",
     ),
     InstrSpec(
@@ -252,8 +263,9 @@ TABLE: tuple[InstrSpec, ...] = (
             opt("scale", TILE_OR_CONST, ONE, "constant or [P, 1] column multiplying the input"),
         ),
         "dst = op(data * scale + bias) and reduce_res = its row sums",
-        "as activation with reduce_cmd=reset_reduce: reduce_res[p] = sum over the free axes, left to right in fp32,"
-        " of the fp32 results (add is the only reduction on v2).",
+        "as activation with reduce_cmd=reset_reduce: reduce_res[p] = ((+0 + out[p, 0]) + out[p, 1]) + ... over the"
+        " flattened free axes in fp32, of the fp32 results (add is the only reduction on v2); the accumulators keep"
+        " the sums.",
         "max(MIN_II, N) + MIN_II Scalar cycles",
     ),
     # ------------------------------------------------------------------ Vector engine (and friends)
@@ -503,7 +515,11 @@ TABLE: tuple[InstrSpec, ...] = (
             opt("channel_multiplier", IntKind(), 0, "multiplier of the partition index"),
         ),
         "fill a tile with an affine function of the indices",
-        "dst[p, i...] = offset + channel_multiplier * p + sum_k step_k * i_k, in int32, converted to dst's dtype.",
+        "dst[p, i...] = offset + channel_multiplier * p + sum_k step_k * i_k in 32-bit integers, wrapping modulo"
+        " 2**32; p counts dst's partitions from 0, (i_k) runs over the pattern's counts row-major, whose product must"
+        " equal dst's elements per partition (taken in dst's iteration order). Converted to dst's dtype: integers"
+        " exactly, saturated to the range (bool: nonzero is 1); floats via the nearest fp32, then round to nearest"
+        " even.",
         "150 + N GpSimd cycles",
     ),
     InstrSpec(
@@ -518,8 +534,10 @@ TABLE: tuple[InstrSpec, ...] = (
             opt("cmp_op", CMP_OP, "greater", "comparison of the affine value with 0"),
         ),
         "select on an affine predicate of the indices (masks, triangles)",
-        "v = offset + channel_multiplier * p + sum_k step_k * i_k (int32); dst = on_true where cmp_op(v, 0)"
-        " else on_false_value.",
+        "v = offset + channel_multiplier * p + sum_k step_k * i_k, as in iota; dst = on_true where cmp_op(v, 0)"
+        " else on_false_value. on_true and dst have the same partitions and elements per partition; on_true's bits"
+        " are copied when the dtypes match, else converted through fp32 (NKI); on_false_value is narrowed to dst's"
+        " dtype.",
         "150 + N GpSimd cycles",
     ),
     InstrSpec(
@@ -527,7 +545,9 @@ TABLE: tuple[InstrSpec, ...] = (
         (dst("[1, ...] SBUF tile", kind=SBUF_TILE), src("data", "SBUF input tile", SBUF_TILE),
          Operand("op", ALU, "add, maximum, bitwise_or or bitwise_and")),
         "reduce across partitions",
-        "out[0, i] = op over partitions p = 0..P-1, in order, of data[p, i] (fp32; bitvec ops on the bits).",
+        "out[0, i] = ((data[0, i] op data[1, i]) op data[2, i]) ... over partitions 0..P-1 in order, in fp32"
+        " (bitvec ops on the 32-bit patterns of alu.to_bits); dst is one partition with data's elements per"
+        " partition.",
         "max(MIN_II, N) GpSimd cycles per partition reduced",
     ),
     InstrSpec(
@@ -541,8 +561,12 @@ TABLE: tuple[InstrSpec, ...] = (
             opt("num_valid_indices", IntKind(lo=0, hi=4096), 0, "indices used per core (0: all)"),
         ),
         "gather within each GpSimd core's 16 partitions",
-        "each core c gathers, for its flattened indices j, num_elem_per_idx elements starting at element index[j]"
-        " of the core's 16-partition block of src flattened partition-first, into its block of dst.",
+        "NKI's definition: src, index and dst cover the same partitions, whole 16-partition GpSimd cores. Core c's"
+        " indices, partition first: idx[j] = index[16c + j % 16, j // 16] (free axes flattened), the first V ="
+        " num_valid_indices (0: all) of them. Each partition q of the core: dst[q, j*E + e] = src[q, idx[j] + e] for"
+        " j < V, e < E = num_elem_per_idx, over the flattened free axes (every partition gathers from its own row"
+        " with the core's indices). index is u16; dst has src's dtype (bits copied); idx[j] + E past src's"
+        " elements per partition is an error.",
         "150 + num_valid_indices * num_elem_per_idx / C GpSimd cycles (C from the NKI reference)",
     ),
     # ------------------------------------------------------------------ DMA
