@@ -55,12 +55,13 @@ def _bits(x: np.ndarray) -> np.ndarray:
 
 
 def _ieee_max(a: np.ndarray, b: np.ndarray, largest: bool) -> np.ndarray:
-    r = np.maximum(a, b) if largest else np.minimum(a, b)
-    r = np.asarray(r, dtype=F32)
-    eq = a == b  # equal values, including -0 == +0: decide the sign bit
-    if np.any(eq):
+    r = np.asarray(np.maximum(a, b) if largest else np.minimum(a, b), dtype=F32)
+    # numpy returns NaN when either is NaN, as IEEE maximum/minimum do; the one case left is a pair
+    # of zeros, where the result's sign must not depend on the operands' order.
+    zero = r == 0
+    if np.any(zero):
         both = (_bits(a) & _bits(b)) if largest else (_bits(a) | _bits(b))
-        r = np.where(eq, both.view(F32), r)
+        r = np.where(zero & (a == 0) & (b == 0), both.view(F32), r)
     return np.asarray(r, dtype=F32)
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ncsim import numerics
+from ncsim import dtypes, numerics
 from ncsim.engines import alu
 from ncsim.errors import SimError
 from ncsim.memory.access import AccessPattern, Immediate, Memory
@@ -68,7 +68,29 @@ class Context:
     def read(self, name_or_ap: str | AccessPattern) -> np.ndarray:
         """The operand's values widened to float32 (exact), shaped like the operand."""
         ap = self.ap(name_or_ap)
-        return numerics.to_f32(self.read_raw(name_or_ap), ap.dtype)
+        raw = self.read_raw(name_or_ap)
+        if ap.dtype.storage == np.float32:  # f32 and tf32 are fp32 bit patterns; raw is already a copy
+            return raw
+        return numerics.to_f32(raw, ap.dtype)
+
+    def read2d_view(self, name: str) -> np.ndarray:
+        """read2d(name), but an f32 or tf32 operand comes as a read-only view of memory, not a copy
+        (a strided copy of a 128 x 128 tile is a fifth of a tensor_tensor's time). Only for
+        instructions that compute a fresh result from their inputs before they write anything."""
+        ap = self.ap(name)
+        if ap.dtype.storage != np.float32:
+            return self.read2d(name)
+        try:
+            view = self.mem.view(ap)
+            missing = self.mem.unwritten(ap)
+        except AccessError as e:
+            raise self.fail(f"{self.label(name)}: {e}") from None
+        self.machine.record(self, ap, write=False)
+        if missing:
+            self.machine.warn_unwritten(self, name, ap, missing)
+        view = view.reshape(ap.partitions, ap.free_elements)
+        view.flags.writeable = False
+        return view
 
     def read_bits(self, name_or_ap: str | AccessPattern | Immediate) -> np.ndarray:
         """32-bit patterns for a bitwise operator (see alu.to_bits); an immediate must be an integer."""
@@ -111,11 +133,13 @@ class Context:
         """Narrow float32 values to the operand's dtype (round to nearest even) and store them."""
         ap = self.ap(name_or_ap)
         values = np.asarray(values, np.float32)
-        self.write_raw(ap, numerics.from_f32(values, ap.dtype))
+        # fp32 needs no narrowing, and the store copies: skip from_f32's copy
+        raw = values if ap.dtype == dtypes.FLOAT32 else numerics.from_f32(values, ap.dtype)
+        self.write_raw(name_or_ap, raw)
 
     def write_bits(self, name_or_ap: str | AccessPattern, bits: np.ndarray) -> None:
         ap = self.ap(name_or_ap)
-        self.write_raw(ap, alu.from_bits(bits, ap.dtype))
+        self.write_raw(name_or_ap, alu.from_bits(bits, ap.dtype))
 
     def _shaped(self, name_or_ap: str | AccessPattern, ap: AccessPattern, values: np.ndarray) -> np.ndarray:
         if values.shape == ap.shape:

@@ -34,7 +34,7 @@ def tensor_tensor(ctx: Context) -> None:
         a, b = (ctx.read_raw(n).reshape(p, f).astype(np.int64) for n in ("data1", "data2"))
         ctx.write_bits("dst", (WRAP_INT_OPS[op](a, b) & 0xFFFFFFFF).astype(np.uint32))
     else:
-        ctx.write("dst", alu.apply(op, ctx.read2d("data1"), ctx.read2d("data2")))
+        ctx.write("dst", alu.apply(op, ctx.read2d_view("data1"), ctx.read2d_view("data2")))
 
 
 @reference("tensor_tensor")
@@ -143,7 +143,7 @@ def tensor_scalar(ctx: Context) -> None:
             x = _bits(op, x, _scalar_bits(ctx, name, p), rev)
         ctx.write_bits("dst", x)
     else:
-        x = ctx.read2d("data")
+        x = ctx.read2d_view("data")
         for op, name, rev in steps:
             x = _arith(op, x, ctx.scalar(name, p), rev)
         ctx.write("dst", x)
