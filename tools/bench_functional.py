@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import ncsim  # noqa: E402
+import ncsim
 
 
 def load_sidecar():

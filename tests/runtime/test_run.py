@@ -174,10 +174,10 @@ dma_copy y, u
     prog = write(tmp_path, "w.s", src)
     result = ncsim.run(prog)
     assert np.isnan(result.outputs["y"]).all()
-    assert result.warnings == ["w.s:4:1: warning: tensor_tensor reads 512 elements of 'data1' that nothing wrote;"
-                               " they read as the sentinel (NaN for floats)",
-                               "w.s:4:1: warning: tensor_tensor reads 512 elements of 'data2' that nothing wrote;"
-                               " they read as the sentinel (NaN for floats)"]
+    assert result.warnings == [("w.s:4:1: warning: tensor_tensor reads 512 elements of 'data1' that nothing wrote;"
+                               " they read as the sentinel (NaN for floats)"),
+                               ("w.s:4:1: warning: tensor_tensor reads 512 elements of 'data2' that nothing wrote;"
+                               " they read as the sentinel (NaN for floats)")]
 
 
 def test_object_is_checked_against_the_run_config(tmp_path, cli):  # noqa: F811 - the fixture
