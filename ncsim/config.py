@@ -193,6 +193,15 @@ class Config:
     free_dims_max: int = param(
         4, "dims", "ISA: §2 access patterns have up to 4 free dimensions of [step, count]",
         "Free dimensions of one access pattern.")
+    bn_stats_fmax: int = param(
+        512, "elements", "ISA: nki.isa.bn_stats, at most 512 elements per partition (nl.tile_size.bn_stats_fmax)",
+        "Free elements per partition one bn_stats reads.")
+    top8_fmax: int = param(
+        16 * KiB, "elements", "ISA: nki.isa.max8, nc_find_index8, nc_match_replace8, at most 16,384 per partition",
+        "Free elements per partition that max8, nc_find_index8 and nc_match_replace8 search.")
+    vector_transpose_max: int = param(
+        32, "elements", "ISA: nki.isa.nc_transpose, Vector Engine handles [32, 32] or smaller",
+        "Largest partition and free size of an nc_transpose on the Vector engine.")
 
     # --- Derived quantities ---
 

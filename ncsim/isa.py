@@ -227,7 +227,8 @@ TABLE: tuple[InstrSpec, ...] = (
         " dst[f, p] = fp32 sum from +0 over k = 0..P-1 of data[k, f] * I[k, p], narrowed to dst's dtype. So finite"
         " values are exact (integers up to 2**24), -0 becomes +0, and an inf or NaN in column f of data gives NaN"
         " (inf * 0) in row f of dst except an inf's own place (inf when it is the column's only non-finite"
-        " value); NaN is the canonical NaN. On Vector: up to 32x32, SBUF or PSUM.",
+        " value); NaN is the canonical NaN. On Vector: up to 32x32"
+        " (config vector_transpose_max), SBUF or PSUM, dst of data's dtype, the bits copied.",
         "Tensor: max(P, min(64, F)) cycles; Vector: max(MIN_II, N)",
     ),
     # ------------------------------------------------------------------ Scalar engine
@@ -403,7 +404,10 @@ TABLE: tuple[InstrSpec, ...] = (
             src("index", "one int32 element in SBUF holding the offset, in elements of src", SBUF_TILE),
         ),
         "copy from a source at a run-time offset",
-        "out = src shifted by index[0] elements along each partition's free memory (read at run time).",
+        "k = the int32 in index (read at run time); out = the elements of src's pattern with its start moved by k"
+        " elements in each partition, copied like tensor_copy (bit-exact when the dtypes match on Vector and"
+        " GpSimd, else through fp32). dst and src have the same partitions and elements per partition; an offset"
+        " that moves src out of the partition (usable SBUF bytes, PSUM bytes) is an error naming the allowed range.",
         "max(600, N) cycles",
     ),
     InstrSpec(
@@ -414,7 +418,10 @@ TABLE: tuple[InstrSpec, ...] = (
             src("index", "one int32 element in SBUF holding the offset, in elements of dst", SBUF_TILE),
         ),
         "copy to a destination at a run-time offset",
-        "dst shifted by index[0] elements = src.",
+        "k = the int32 in index (read at run time); the elements of dst's pattern with its start moved by k"
+        " elements in each partition = src, copied like tensor_copy (bit-exact when the dtypes match on Vector"
+        " and GpSimd, else through fp32). An offset that moves dst out of the partition is an error naming the"
+        " allowed range.",
         "max(600, N) cycles",
     ),
     InstrSpec(
@@ -438,30 +445,38 @@ TABLE: tuple[InstrSpec, ...] = (
         "bn_stats", 0x2C, ("vector",),
         (dst("[P, 6] statistics"), src("data", "input tile, at most 512 elements per partition")),
         "mean/variance statistics of each partition's elements, split even/odd",
-        "out[p] = [n_even, mean_even, var_even * n_even, n_odd, mean_odd, var_odd * n_odd] over the elements at"
-        " even and odd positions of the flattened free axis, in fp32.",
+        "out[p] = [count_e, mean_e, m2_e, count_o, mean_o, m2_o] over the elements g at even (e) and odd (o)"
+        " positions of the flattened free axis (1 to 512 per partition, config bn_stats_fmax), in fp32, each sum left"
+        " to right from +0.0: count = len(g); mean = (g[0] + g[1] + ...) / count; m2 = (g[0] - mean) * (g[0] - mean)"
+        " + ... (variance * count). An empty group (a single element in all) gives 0, 0, 0. dst is [P, 6].",
         "max(MIN_II, N) Vector cycles",
     ),
     InstrSpec(
         "bn_aggr", 0x2D, ("vector",),
         (dst("[P, 2]: mean, variance"), src("data", "[P, 3k]: k (count, mean, variance*count) triples")),
         "combine bn_stats triples into mean and population variance",
-        "out[p] = [mean, variance] of the union of the groups described by the triples (population variance),"
-        " combined in order in fp32.",
+        "out[p] = [mean, variance] of the union of the groups described by the k >= 1 triples (count_j, mean_j,"
+        " m2_j), in free-axis order, in fp32, each sum left to right over j from +0.0: n = sum count_j;"
+        " mean = (sum count_j * mean_j) / n; variance = (sum m2_j + count_j * ((mean_j - mean) * (mean_j - mean))) / n"
+        " (population variance; n = 0 gives NaN).",
         "max(MIN_II, 13N/3) Vector cycles",
     ),
     InstrSpec(
         "max8", 0x2E, ("vector",),
         (dst("[P, 8]"), src("src", "input tile, 8 to 16384 elements per partition")),
         "the 8 largest values of each partition, in descending order",
-        "out[p] = the 8 largest values of src[p] (compared in fp32), largest first.",
+        "out[p] = the 8 largest values of src[p] (8 to 16384 per partition, config top8_fmax), compared in fp32,"
+        " largest first: NaN ranks above +inf, -0 equals +0, equal values come in order of position and a value"
+        " present several times is listed as often. The values are src's, narrowed to dst's dtype (NaN payloads kept).",
         "N Vector cycles",
     ),
     InstrSpec(
         "nc_find_index8", 0x2F, ("vector",),
         (dst("[P, 8] uint16 or uint32 indices"), src("data", "input tile"), src("vals", "[P, 8] values to find")),
         "index of the first occurrence of each of 8 values per partition",
-        "out[p, j] = the smallest flat free index i with data[p, i] == vals[p, j] (undefined if absent).",
+        "out[p, j] = the smallest flat free index i with data[p, i] == vals[p, j], compared in fp32 (-0 finds +0,"
+        " NaN finds nothing); 0 if nothing matches (NKI: undefined; ncsim follows nc_match_replace8's NKI equivalent)."
+        " data has 8 to 16384 elements per partition (top8_fmax), vals exactly 8; dst is [P, 8] uint16 or uint32.",
         "N Vector cycles",
     ),
     InstrSpec(
@@ -475,8 +490,10 @@ TABLE: tuple[InstrSpec, ...] = (
                     default=None, role="out"),
         ),
         "replace the first occurrence of each of 8 values per partition",
-        "for j = 0..7 in order: the first i with data[p, i] == vals[p, j] (among elements not yet replaced) gets"
-        " imm, and dst_idx[p, j] = i.",
+        "for j = 0..7 in order: the first i with data[p, i] == vals[p, j] (compared in fp32, among elements not yet"
+        " replaced) gets imm, and dst_idx[p, j] = i; if none matches, nothing is replaced and dst_idx[p, j] = 0 (NKI's"
+        " numpy equivalent). Other elements are copied: bit-exact when dst and data share a dtype, else through fp32."
+        " data has at most 16384 elements per partition (top8_fmax), vals exactly 8; dst_idx is uint32.",
         "max(MIN_II, N) Vector cycles",
     ),
     InstrSpec(
@@ -488,8 +505,10 @@ TABLE: tuple[InstrSpec, ...] = (
             opt("seed", IntKind(lo=0, hi=2**32 - 1), 0, "seed of ncsim's counter-based random stream"),
         ),
         "zero each element with probability prob",
-        "out[i] = 0 where u(seed, p, i) < prob else data[i]; u is ncsim's documented counter-based uniform in [0, 1)."
-        " Kept values are not rescaled.",
+        "out[p, i] = 0 where u(seed, p, i) < prob[p] (in fp32) else data[p, i] (bit-exact when the dtypes match, else"
+        " through fp32); kept values are not rescaled. p counts the operand's partitions from 0, i its flat free"
+        " index; u = (h >> 8) / 2**24 with h = f(f(f(seed ^ 0x9E3779B9) ^ p) ^ i), f MurmurHash3's 32-bit finalizer"
+        " (docs/numerics.md).",
         "max(MIN_II, N) Vector cycles",
     ),
     InstrSpec(
@@ -502,7 +521,11 @@ TABLE: tuple[InstrSpec, ...] = (
                     " mask[i]; 255 leaves it unchanged"),
         ),
         "move data between partitions within each 32-partition quadrant",
-        "for each quadrant q and i in 0..31 with mask[i] != 255: dst[32q + i] = src[32q + mask[i]].",
+        "for each quadrant q and i in 0..31 with mask[i] != 255 and 32q + i < dst's partitions: dst[32q + i] ="
+        " src[32q + mask[i]], partitions counted from each tile's first, the bits copied; all of src is read first"
+        " (dst may be src). Quadrants: ceil(max(P_dst, P_src) / 32), and that many x 32 active partitions decide the"
+        " allowed starts of both tiles (spec §2 rule). Same dtype, same elements per partition; mask entries 32..254"
+        " and a source partition past src's are errors.",
         "max(MIN_II, N) Vector cycles",
     ),
     # ------------------------------------------------------------------ GpSimd engine
