@@ -231,7 +231,7 @@ class Machine:
             notes.append(f"{engine} engine waits at {where}: {instr.mnemonic} needs {conds};"
                          f" {len(stream) - pc} of its {len(stream)} instructions have not run")
         blocked = len(notes)
-        return DeadlockError(f"deadlock: {blocked} engine{'s' if blocked != 1 else ''} wait for semaphore values"
+        return DeadlockError(f"deadlock: {blocked} engine{'s wait' if blocked != 1 else ' waits'} for semaphore values"
                              " that no instruction left to run can produce", first_loc, notes=tuple(notes))
 
 

@@ -38,7 +38,7 @@ wait=[s1>=1], signal=[s2+=1]
 activation sbuf.f32[0:128, @0, [1,512]], psum.f32[0:128, @0, [1,512]], relu, bias=sbuf.f32[0:128, @4096, [1,1]], \
 scale=0.5, reduce_cmd=reset_reduce, reduce_res=sbuf.f32[0:128, @4100, [1,1]], wait=[s2>=1]
 tensor_tensor sbuf.f32[0:64, @0, [1,256]], sbuf.f32[0:64, @1024, [1,256]], psum.f32[0:64, @0, [1,256]], multiply
-tensor_scalar sbuf.f32[0:128, @0, [1,512]], sbuf.f32[0:128, @0, [1,512]], add, 1.5, op1=maximum, operand1=0, \
+tensor_scalar sbuf.f32[0:128, @0, [1,512]], sbuf.f32[0:128, @0, [1,512]], multiply, 1.5, op1=add, operand1=0, \
 engine=scalar
 iota sbuf.i32[0:128, @8192, [1,64]], [[1,64]], offset=3, channel_multiplier=64
 sem_signal s3=0, engine=vector
@@ -52,6 +52,7 @@ wait=[s2>=1, s3==0]
 .sbuf idx i32[128, 16] @0:8192 + 2048
 .psum p f32[128, 512] @0:2048
 
+memset sbuf.i32[0:128, @10240, [1,16]], 0, engine=gpsimd   # offsets of the dynamic copies below
 \tnc_transpose psum.f32[0:128, @0, [1,128]], sbuf.f32[0:128, @0, [1,128]]   # Tensor: SBUF -> PSUM
 nc_transpose sbuf.f32[0:32, @512, [1,32]], sbuf.f32[0:32, @0, [1,32]], engine=vector
 activation_reduce sbuf.f32[0:128, @0, [1,512]], sbuf.f32[0:128, @0, [1,512]], exp, sbuf.f32[0:128, @2048, [1,1]], \
@@ -68,9 +69,9 @@ tensor_tensor_scan sbuf.f32[0:128, @0, [1,256]], sbuf.f32[0:128, @0, [1,256]], s
 tensor_copy sbuf.bf16[0:96, @4096, [1,512]], sbuf.f32[0:96, @0, [1,512]], engine=gpsimd
 tensor_copy sbuf.f32[64:96, @0, [1,8]], psum.f32[64:96, @0, [1,8]], engine=scalar
 tensor_copy_predicated sbuf.f32[0:128, @0, [1,64]], -inf, sbuf.u8[0:128, @6144, [1,64]], reverse_pred=true
-tensor_copy_dynamic_src sbuf.f32[0:128, @0, [1,64]], sbuf.f32[0:128, @1024, [1,64]], sbuf.i32[0:128, @10240, [1,1]]
+tensor_copy_dynamic_src sbuf.f32[0:128, @0, [1,64]], sbuf.f32[0:128, @1024, [1,64]], sbuf.i32[0:1, @10240, [1,1]]
 tensor_copy_dynamic_dst sbuf.f32[0:128, @0, [1,64]], sbuf.f32[0:128, @1024, [1,64]], \
-sbuf.i32[0:128, @10244, [1,1]], engine=gpsimd
+sbuf.i32[0:1, @10244, [1,1]], engine=gpsimd
 memset sbuf.f32[0:128, @0, [1,1024]], 0
 memset sbuf.i32[0:128, @10240, [1,16]], -2147483648, engine=gpsimd
 memset sbuf.u32[0:128, @10240, [1,16]], 0xffff_ffff
@@ -93,7 +94,7 @@ tensor_scalar sbuf.f32[0:128, @0, [1,16]], sbuf.f32[0:128, @0, [1,16]], rsqrt, 0
 affine_select sbuf.f32[0:128, @0, [1,128]], sbuf.f32[0:128, @0, [1,128]], [[-1,128]], -inf, cmp_op=greater_equal
 tensor_partition_reduce sbuf.f32[0:1, @0, [1,128]], sbuf.f32[0:128, @0, [1,128]], add
 local_gather sbuf.f32[0:128, @0, [1,64]], sbuf.f32[0:128, @1024, [1,64]], sbuf.u16[0:128, @10240, [1,8]], \
-num_elem_per_idx=8, num_valid_indices=128
+num_elem_per_idx=4, num_valid_indices=16
 sem_wait s255==4294967295, engine=gpsimd
 sem_signal s255-=1, engine=gpsimd, wait=[s0>=0, s1>=1, s2>=2, s3>=3, s4>=4, s5>=5, s6>=6, s7>=7]
 dma_copy sbuf.bf16[0:128, @4096, [1,1024]], hbm.f32[@65536, [1024,128], [1,1024]], accumulate=true, engine=gpsimd
