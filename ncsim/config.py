@@ -160,6 +160,17 @@ class Config:
         189, "ns", "PERF: §5 dependent one-element Scalar instructions issue about every 189 ns",
         "Issue interval of back-to-back dependent one-element Scalar instructions "
         "(264 cycles at 1.4 GHz).", zero_ok=True)
+    tiny_free_elements: int = param(
+        16, "elements", "ARCH: §5 the static overhead shows for instructions with N << 128 (ncsim: N <= 16)",
+        "Free elements per partition at or below which an instruction is tiny: a tiny Vector instruction "
+        "pays vector_dependent_extra_cycles, a tiny dependent Scalar one the scalar_dependent_issue_ns "
+        "interval (PERF measured it on one-element instructions).", zero_ok=True)
+    local_gather_t: int = param(
+        4, "count", "ISA: local_gather estimated cost, C = ((28 + t*e)/(t*e)) / min(4/dtype_size, e), t = 4",
+        "The constant t of local_gather's cost 150 + num_valid_indices * num_elem_per_idx / C.")
+    local_gather_overhead: int = param(
+        28, "cycles", "ISA: local_gather estimated cost, C = ((28 + t*e)/(t*e)) / min(4/dtype_size, e)",
+        "The constant 28 of local_gather's divisor C.", zero_ok=True)
     gpsimd_iota_fixed_cycles: int = param(
         150, "cycles", "ISA: §5 iota, affine_select cost 150 + N",
         "Fixed part of the cost of GpSimd iota and affine_select.", zero_ok=True)

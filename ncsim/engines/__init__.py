@@ -31,6 +31,12 @@ def reference(*mnemonics: str) -> Callable[[Callable[..., Any]], Callable[..., A
     return _slot("reference", mnemonics)
 
 
+def cost(*mnemonics: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: `fn(instr, config) -> Cost` is the cost of the named instructions. Only
+    ncsim/engines/cost.py uses it: importing that module rebinds `ncsim.engines.cost` to the module."""
+    return _slot("cost", mnemonics)
+
+
 def _slot(slot: str, mnemonics: tuple[str, ...]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         for m in mnemonics:
@@ -45,6 +51,7 @@ def load() -> None:
     global _LOADED
     if _LOADED:
         return
+    import ncsim.engines.cost  # noqa: F401 - a plain import: `from` would find the decorator of that name
     from ncsim.engines import dma, gpsimd, scalar, sync, tensor, vector, vector_special  # noqa: F401 - registration
 
     _LOADED = True

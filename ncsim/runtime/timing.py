@@ -1,0 +1,1121 @@
+"""Event-driven timing of the whole core: when each instruction and each DMA piece starts and ends.
+
+`time_program(obj, config)` needs no functional run: everything comes from the encoded instruction
+streams. It works in three steps, each over flat arrays:
+
+1. Read (`_scan`, `_read`: numba, one pass over the words). Instructions whose encodings agree in
+   everything that can change their cost (every byte except the semaphore counts, the access
+   patterns' byte offsets and the semaphore operands) share one *body*. A hash table keyed by a
+   64-bit hash of those bytes finds each instruction's body, and every match is confirmed word by
+   word, so a collision costs time, never a wrong answer. Only the first instruction of each body is
+   decoded into Python objects and costed (`ncsim.engines.cost.describe`): a tiled kernel of a
+   million instructions costs a few hundred decodes. What differs between the instructions of a
+   body is read numerically in the same pass: the access patterns' footprints (memory, partitions,
+   byte range) and the semaphore waits and signals.
+2. Schedule (`_simulate`, numba): the five in-order engine queues, the semaphores, the v2 ports,
+   the 16 DMA engines with 16 queues each, and the HBM bandwidth cap, in integer ticks of
+   `Config.tick_hz`. Everything that is the same for a body is looked up in small per-body tables,
+   so the per-instruction arrays are few (measured: the loop is bound by memory traffic, not
+   arithmetic). docs/timing.md states the model, its order of events and its formulas.
+3. Describe: a `TimingResult` of flat arrays, with methods that turn an index into words (source
+   place, cost formula). Columns that follow from others are computed when first read.
+
+Errors a program can cause (a deadlock, a semaphore driven out of range, a malformed object, a DMA
+whose sides differ in size) are NcsimError subclasses placed at the instruction's source line.
+"""
+
+from __future__ import annotations
+
+import linecache
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache, cached_property
+
+import numba
+import numpy as np
+
+from ncsim import dtypes, engines, isa
+from ncsim.asm.fields import WAIT_OPS
+from ncsim.asm.instruction import Instruction, decode_one, encode, layout
+from ncsim.asm.objfile import ObjectFile
+from ncsim.config import DEFAULT, Config
+from ncsim.engines.cost import DATAPATH, DMA, SEMAPHORE, InstrCost, describe
+from ncsim.errors import DeadlockError, NcsimError, ObjectFileError, SimError, SourceLoc
+
+ENGINES = isa.ENGINES  # the order of the streams, and of ties between engines at one instant
+SEM_MAX = 2**32 - 1
+_INF = 2**62
+_SEMS = 256  # semaphore numbers the encoding can name (u8); Config.semaphores may allow fewer
+
+# Bits of TimingResult.extra_flags: which neighbour-dependent costs an instruction paid.
+COLD_START = 1  # its engine was idle before it: the tensor-access start was not hidden (spec §2)
+OVERHEAD = 2  # Vector: dependent on the previous Vector instruction, or tiny (spec §5)
+LOAD_STATIONARY = 4  # nc_matmul: the part of its LoadStationary the previous instruction did not hide
+ISSUE_INTERVAL = 8  # Scalar: dependent and tiny, so it lasts the issue interval (spec §5)
+DEPENDENT = 16  # it reads bytes the previous data-path instruction of its engine wrote
+
+ACCESS_READ, ACCESS_WRITE = 1, 2  # bits of TimingResult.fp_access
+
+_MAX_AP = 8  # access-pattern operands of one instruction, at most
+
+
+# --------------------------------------------------------------------------- the result
+
+@dataclass(eq=False)
+class TimingResult:
+    """When everything happened, as flat arrays. Times are ticks of `config.tick_hz` (5.6 GHz).
+
+    Instructions are numbered k = 0..count-1: the streams of ENGINES concatenated in that order.
+    - engine[k] (index into ENGINES), index[k] (its place in its stream), opcode[k], mnemonic(k);
+    - avail[k]: its engine had finished everything before it; ready[k]: its semaphore waits held
+      too; start[k]: it started (ready, plus any wait for a port); end[k]: its engine was free again
+      (for dma_copy and semaphore instructions end == start); done[k]: its signals applied (for
+      dma_copy: when the last piece of its transfer finished);
+    - sem_wait[k] = ready - avail and port_wait[k] = start - ready, in ticks; busy = end - start;
+    - cost_cycles[k]: the cycles of its formula; extra_ticks[k]: what its neighbours added to its
+      busy time, and extra_flags[k] which (COLD_START, OVERHEAD, LOAD_STATIONARY, ISSUE_INTERVAL;
+      DEPENDENT marks a read of what the previous instruction of its engine wrote);
+    - formula(k): its cost in words with the numbers; loc(k): its source place; instruction(k).
+    DMA pieces p = 0..pieces-1, those of one dma_copy consecutive (pieces_of(k), piece_ptr):
+    - piece_instr, piece_engine (DMA engine), piece_queue, piece_bytes, piece_hbm_bytes (HBM reads
+      plus writes), piece_src / piece_dst (Memory codes), piece_issue (its dma_copy started),
+      piece_ready (issue + latency), piece_start (its DMA engine took it), piece_end.
+    Semaphore edges e: edge_signal[e] is the instruction whose update made a wait of edge_wait[e]
+    on semaphore edge_sem[e] hold (the last update that turned the condition true).
+    HBM traffic: hbm_rate[i] bytes per tick from hbm_time[i] until hbm_time[i + 1] (a step function
+    that ends at 0).
+    Footprints (CSR): the operands of instruction k are rows fp_ptr[k]..fp_ptr[k+1] of fp_memory
+    (Memory codes), fp_partition, fp_partitions (0 in HBM), fp_lo, fp_hi (bytes [lo, hi) in each
+    partition, or of HBM) and fp_access (ACCESS_READ | ACCESS_WRITE).
+    """
+
+    config: Config
+    total_ticks: int
+    first: np.ndarray  # k of the first instruction of each engine's stream, and count at the end
+    body: np.ndarray  # k -> its body: instructions that cost the same (index into the body_* lists)
+    body_cost: list[InstrCost]
+    body_opcode: np.ndarray
+    avail: np.ndarray
+    ready: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    done: np.ndarray
+    extra_ticks: np.ndarray
+    extra_flags: np.ndarray
+    piece_ptr: np.ndarray
+    piece_instr: np.ndarray
+    piece_start: np.ndarray
+    piece_end: np.ndarray
+    edge_signal: np.ndarray
+    edge_wait: np.ndarray
+    edge_sem: np.ndarray
+    hbm_time: np.ndarray
+    hbm_rate: np.ndarray
+    fp_ptr: np.ndarray
+    fp_memory: np.ndarray
+    fp_partition: np.ndarray
+    fp_partitions: np.ndarray
+    fp_lo: np.ndarray
+    fp_hi: np.ndarray
+    fp_access: np.ndarray
+    _piece_body: np.ndarray = field(repr=False)  # piece -> row of the per-body piece table
+    _piece_table: np.ndarray = field(repr=False)  # [row, (engine, queue, bytes, hbm bytes, src, dst)]
+    _program: _Program = field(repr=False)
+
+    # ------------------------------------------------------------------ sizes and units
+    @property
+    def count(self) -> int:
+        return int(self.first[-1])
+
+    @property
+    def pieces(self) -> int:
+        return len(self.piece_start)
+
+    @property
+    def total_ns(self) -> float:
+        return self.ns(self.total_ticks)
+
+    def ns(self, ticks: float) -> float:
+        return ticks * 1e9 / self.config.tick_hz
+
+    # ------------------------------------------------------------------ derived columns
+    @cached_property
+    def engine(self) -> np.ndarray:
+        return np.repeat(np.arange(len(ENGINES), dtype=np.int8), np.diff(self.first))
+
+    @cached_property
+    def index(self) -> np.ndarray:
+        return np.arange(self.count) - self.first[:-1][self.engine]
+
+    @cached_property
+    def opcode(self) -> np.ndarray:
+        return self.body_opcode[self.body]
+
+    @cached_property
+    def cost_cycles(self) -> np.ndarray:
+        return np.array([c.cycles for c in self.body_cost], np.int64).reshape(-1)[self.body]
+
+    @property
+    def sem_wait(self) -> np.ndarray:
+        return self.ready - self.avail
+
+    @property
+    def port_wait(self) -> np.ndarray:
+        return self.start - self.ready
+
+    @property
+    def busy(self) -> np.ndarray:
+        return self.end - self.start
+
+    @cached_property
+    def piece_engine(self) -> np.ndarray:
+        return self._piece_table[self._piece_body, 0]
+
+    @cached_property
+    def piece_queue(self) -> np.ndarray:
+        return self._piece_table[self._piece_body, 1]
+
+    @cached_property
+    def piece_bytes(self) -> np.ndarray:
+        return self._piece_table[self._piece_body, 2]
+
+    @cached_property
+    def piece_hbm_bytes(self) -> np.ndarray:
+        return self._piece_table[self._piece_body, 3]
+
+    @cached_property
+    def piece_src(self) -> np.ndarray:
+        return self._piece_table[self._piece_body, 4]
+
+    @cached_property
+    def piece_dst(self) -> np.ndarray:
+        return self._piece_table[self._piece_body, 5]
+
+    @cached_property
+    def piece_issue(self) -> np.ndarray:
+        return self.start[self.piece_instr]
+
+    @cached_property
+    def piece_ready(self) -> np.ndarray:
+        return self.piece_issue + dma_latency_ticks(self.config)
+
+    # ------------------------------------------------------------------ one instruction in words
+    def find(self, engine: str, index: int) -> int:
+        """The k of instruction `index` of `engine`'s stream."""
+        return int(self.first[ENGINES.index(engine)] + index)
+
+    def pieces_of(self, k: int) -> range:
+        return range(int(self.piece_ptr[k]), int(self.piece_ptr[k + 1]))
+
+    def mnemonic(self, k: int) -> str:
+        return isa.BY_OPCODE[int(self.body_opcode[self.body[k]])].mnemonic
+
+    def instruction(self, k: int) -> Instruction:
+        return self._program.decode(int(k))
+
+    def loc(self, k: int) -> SourceLoc | None:
+        return self._program.loc(int(k))
+
+    def formula(self, k: int) -> str:
+        """Instruction k's cost in words: its formula with numbers, then what its neighbours added."""
+        text = self.body_cost[int(self.body[k])].formula
+        flags, extra = int(self.extra_flags[k]), int(self.extra_ticks[k])
+        cfg = self.config
+        parts = []
+        if flags & COLD_START:
+            parts.append(f"tensor-access start {cfg.access_start_cycles} cycles (its engine was idle)")
+        if flags & OVERHEAD:
+            why = "dependent on the previous Vector instruction" if flags & DEPENDENT else "tiny"
+            parts.append(f"static overhead {cfg.vector_dependent_extra_cycles} cycles ({why})")
+        if flags & LOAD_STATIONARY:
+            parts.append("the part of its LoadStationary the previous instruction did not hide")
+        if flags & ISSUE_INTERVAL:
+            parts.append(f"lasts the {cfg.scalar_dependent_issue_ns} ns issue interval of dependent tiny"
+                         " Scalar instructions")
+        if parts:
+            text += f"; + {extra} ticks: " + ", ".join(parts)
+        return text
+
+    def describe(self, k: int) -> str:
+        """One line: engine, index, mnemonic, times in ns, and the formula."""
+        e = ENGINES[int(self.engine[k])]
+        return (f"{e}[{int(self.index[k])}] {self.mnemonic(k)}: start {self.ns(int(self.start[k])):.1f} ns,"
+                f" end {self.ns(int(self.end[k])):.1f} ns; {self.formula(k)}")
+
+
+def dma_latency_ticks(config: Config) -> int:
+    return round(config.dma_latency_ns * config.tick_hz / 1e9)
+
+
+# --------------------------------------------------------------------------- entry point
+
+def time_program(program: ObjectFile | Mapping[str, Sequence[Instruction]], config: Config = DEFAULT,
+                 file: str = "<object>", profile: dict[str, float] | None = None) -> TimingResult:
+    """Time a program: an ObjectFile, or {engine: [Instruction, ...]} for instructions built in Python.
+
+    `profile`, if given, receives the host seconds of each step: "read" (the streams into arrays and
+    the costs of the distinct bodies), "simulate" (the scheduler alone) and "total".
+    """
+    t0 = time.perf_counter()
+    engines.load()
+    prog = _Program.of(program, file)
+    flat = _flatten(prog, config)
+    t1 = time.perf_counter()
+    result = _schedule(prog, flat, config, profile)
+    if profile is not None:
+        profile["read"] = t1 - t0
+        profile["total"] = time.perf_counter() - t0
+    return result
+
+
+# --------------------------------------------------------------------------- the program's text
+
+class _Program:
+    """The encoded streams as one array of words, and where each instruction came from."""
+
+    def __init__(self, streams: dict[str, bytes], file: str, obj: ObjectFile | None,
+                 instrs: dict[str, list[Instruction]] | None):
+        self.file = file
+        self.obj = obj
+        self.instrs = instrs
+        self.raw = streams
+        for engine in ENGINES:
+            if len(streams[engine]) % 8:
+                _raise_decode(streams[engine], engine, file)  # a truncated instruction: decode says where
+        self.words = np.frombuffer(b"".join(streams[e] for e in ENGINES), dtype="<u8")
+        sizes = np.array([len(streams[e]) // 8 for e in ENGINES], np.int64)
+        self.word_first = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+        self.first = np.zeros(len(ENGINES) + 1, np.int64)  # set by _flatten: k of each stream's first
+        self.pos = np.zeros(0, np.int64)  # set by _flatten: word position of each instruction
+
+    @classmethod
+    def of(cls, program: ObjectFile | Mapping[str, Sequence[Instruction]], file: str) -> _Program:
+        if isinstance(program, ObjectFile):
+            return cls({e: program.streams.get(e, b"") for e in ENGINES}, file, program, None)
+        unknown = set(program) - set(ENGINES)
+        if unknown:
+            raise ValueError(f"unknown engines {sorted(unknown)}: the streams are {', '.join(ENGINES)}")
+        instrs = {e: list(program.get(e, ())) for e in ENGINES}
+        return cls({e: b"".join(encode(i) for i in instrs[e]) for e in ENGINES}, file, None, instrs)
+
+    def engine_of(self, k: int) -> int:
+        return int(np.searchsorted(self.first, k, side="right") - 1)
+
+    def decode(self, k: int) -> Instruction:
+        e = self.engine_of(k)
+        if self.instrs is not None:
+            return self.instrs[ENGINES[e]][k - int(self.first[e])]
+        pos = int(self.pos[k] - self.word_first[e]) * 8
+        return decode_one(self.raw[ENGINES[e]], pos, f"{self.file} (.text.{ENGINES[e]})")[0]
+
+    def loc(self, k: int) -> SourceLoc | None:
+        e = self.engine_of(k)
+        i = k - int(self.first[e])
+        if self.instrs is not None:
+            return self.instrs[ENGINES[e]][i].loc
+        entries = self.obj.lines.get(ENGINES[e], [])
+        if i >= len(entries):
+            return None
+        entry = entries[i]
+        path = self.obj.files[entry.file] if entry.file < len(self.obj.files) else self.file
+        opcode = int(self.words[self.pos[k]] & np.uint64(0xFF))
+        return SourceLoc(path, entry.line, entry.col, linecache.getline(path, entry.line).rstrip("\n"),
+                         length=len(isa.BY_OPCODE[opcode].mnemonic))
+
+    def raise_at(self, k: int) -> None:
+        """Raise the ObjectFileError of a malformed instruction k (decoding it says what is wrong)."""
+        e = self.engine_of(k)
+        _raise_decode(self.raw[ENGINES[e]], ENGINES[e], self.file, int(self.pos[k] - self.word_first[e]) * 8)
+
+
+def _raise_decode(stream: bytes, engine: str, file: str, pos: int = 0) -> None:
+    """Decode `stream` from byte `pos` to raise the ObjectFileError that says what is wrong there."""
+    where = f"{file} (.text.{engine})"
+    while pos < len(stream):
+        _, pos = decode_one(stream, pos, where)
+    raise ObjectFileError(f"malformed instruction stream in .text.{engine}", file=file)
+
+
+# --------------------------------------------------------------------------- tables of the encoding
+
+@dataclass(frozen=True)
+class _Tables:
+    fixed_words: np.ndarray  # opcode -> words of header + fields (0: no such opcode)
+    key_mask: np.ndarray  # [opcode, word]: the bits that make up a body
+    ap_off: np.ndarray  # [opcode, j]: byte offset of the j-th access-pattern operand (-1: none)
+    ap_access: np.ndarray  # [opcode, j]: ACCESS_READ | ACCESS_WRITE
+    ap_count: np.ndarray  # opcode -> access-pattern operands
+    sem_operand: np.ndarray  # opcode -> 1 for sem_wait (its cond is one more wait), 2 for sem_signal
+    itemsize: np.ndarray  # dtype code -> bytes (0: no such dtype)
+
+
+@cache
+def _tables() -> _Tables:
+    words = max(layout(row.opcode)[1] for row in isa.TABLE) // 8
+    fixed = np.zeros(256, np.int64)
+    mask = np.zeros((256, words), np.uint64)
+    ap_off = np.full((256, _MAX_AP), -1, np.int64)
+    ap_access = np.zeros((256, _MAX_AP), np.int64)
+    ap_count = np.zeros(256, np.int64)
+    sem_operand = np.zeros(256, np.int64)
+    roles = {"in": ACCESS_READ, "out": ACCESS_WRITE, "inout": ACCESS_READ | ACCESS_WRITE}
+    for row in isa.TABLE:
+        placed, size = layout(row.opcode)
+        fixed[row.opcode] = size // 8
+        keep = np.full(size, 0xFF, np.uint8)
+        keep[2:6] = 0  # semaphore counts and size: not part of the body
+        for operand, off in placed:
+            kind = type(operand.kind).__name__
+            if kind == "APKind":
+                keep[off + 8:off + 16] = 0  # the byte offset (or a constant's bits): read per instruction
+                j = ap_count[row.opcode]
+                ap_off[row.opcode, j] = off
+                ap_access[row.opcode, j] = roles[operand.role]
+                ap_count[row.opcode] += 1
+            elif kind == "SemOneKind":
+                keep[off:off + operand.kind.size] = 0
+                sem_operand[row.opcode] = 1 if row.mnemonic == "sem_wait" else 2
+        mask[row.opcode, :size // 8] = keep.view("<u8")
+    itemsize = np.zeros(256, np.int64)
+    for d in dtypes.DTYPES:
+        itemsize[d.code] = d.itemsize
+    return _Tables(fixed, mask, ap_off, ap_access, ap_count, sem_operand, itemsize)
+
+
+# --------------------------------------------------------------------------- numba kernels: reading
+
+@numba.njit(cache=True)
+def _scan(words, word_first, fixed_words, ap_count, sem_operand):
+    """Instruction positions (in words) of every stream, and totals for sizing the arrays of _read.
+
+    Returns (pos, first, waits, signals, footprints, bad): bad is the word position of the first
+    malformed header, or -1."""
+    n_eng = word_first.shape[0] - 1
+    pos = np.empty(word_first[n_eng] // 2 + 1, np.int64)  # an instruction is at least 2 words
+    first = np.zeros(n_eng + 1, np.int64)
+    n = 0
+    waits = 0
+    signals = 0
+    fps = 0
+    for e in range(n_eng):
+        p = word_first[e]
+        hi = word_first[e + 1]
+        while p < hi:
+            h = words[p]
+            opcode = np.int64(h & np.uint64(0xFF))
+            nwait = np.int64((h >> np.uint64(16)) & np.uint64(0xFF))
+            nsig = np.int64((h >> np.uint64(24)) & np.uint64(0xFF))
+            size = np.int64((h >> np.uint64(32)) & np.uint64(0xFFFF))
+            fw = fixed_words[opcode]
+            if fw == 0 or nwait > 8 or nsig > 8 or size != 8 * (fw + nwait + nsig) or p + size // 8 > hi:
+                return pos[:n], first, waits, signals, fps, p
+            pos[n] = p
+            n += 1
+            waits += nwait + (1 if sem_operand[opcode] == 1 else 0)
+            signals += nsig + (1 if sem_operand[opcode] == 2 else 0)
+            fps += ap_count[opcode]
+            p += size // 8
+        first[e + 1] = n
+    return pos[:n], first, waits, signals, fps, -1
+
+
+@numba.njit(inline="always")
+def _u16(b, o):
+    return np.int64(b[o]) | (np.int64(b[o + 1]) << 8)
+
+
+@numba.njit(inline="always")
+def _u32(b, o):
+    return _u16(b, o) | (_u16(b, o + 2) << 16)
+
+
+@numba.njit(inline="always")
+def _i32(b, o):
+    v = _u32(b, o)
+    return v - (np.int64(1) << 32) if v >= (np.int64(1) << 31) else v
+
+
+@numba.njit(inline="always")
+def _hash(words, p, n, mask, opcode):
+    h = np.uint64(14695981039346656037)
+    for w in range(n):
+        h ^= words[p + w] & mask[opcode, w]
+        h *= np.uint64(1099511628211)
+        h ^= h >> np.uint64(29)
+    return h
+
+
+@numba.njit(cache=True)
+def _read(words, pos, n_waits, n_signals, n_fps, fixed_words, key_mask, ap_off, ap_access, sem_operand,
+          itemsize):
+    """One pass over the instructions: their bodies, semaphore lists and footprints.
+
+    Returns (body, reps, wptr, wsem, wop, wval, sptr, ssem, sop, sval, fp_ptr, fmem, fpart, fparts,
+    flo, fhi, facc, bad): reps[b] is the first instruction of body b; bad is an instruction whose
+    semaphore entries or access-pattern offsets are malformed, or -1."""
+    n = pos.shape[0]
+    b = words.view(np.uint8)
+    body = np.empty(n, np.int64)
+    reps = np.empty(n, np.int64)
+    rhash = np.empty(n, np.uint64)
+    nb = 0
+    size = 1024
+    table = np.full(size, -1, np.int64)
+    wptr = np.empty(n + 1, np.int64)
+    sptr = np.empty(n + 1, np.int64)
+    wsem = np.empty(n_waits, np.int64)
+    wop = np.empty(n_waits, np.int64)
+    wval = np.empty(n_waits, np.int64)
+    ssem = np.empty(n_signals, np.int64)
+    sop = np.empty(n_signals, np.int64)
+    sval = np.empty(n_signals, np.int64)
+    fp_ptr = np.empty(n + 1, np.int64)
+    fmem = np.empty(n_fps, np.int8)
+    fpart = np.empty(n_fps, np.int64)
+    fparts = np.empty(n_fps, np.int64)
+    flo = np.empty(n_fps, np.int64)
+    fhi = np.empty(n_fps, np.int64)
+    facc = np.empty(n_fps, np.int8)
+    wptr[0] = 0
+    sptr[0] = 0
+    fp_ptr[0] = 0
+    rw = 0
+    rs = 0
+    rf = 0
+    bad = -1
+    for i in range(n):
+        p = pos[i]
+        h = words[p]
+        opcode = np.int64(h & np.uint64(0xFF))
+        fw = fixed_words[opcode]
+        # The body: find it in the table, or start a new one.
+        key = _hash(words, p, fw, key_mask, opcode)
+        slot = np.int64(key & np.uint64(size - 1))
+        while True:
+            c = table[slot]
+            if c < 0:
+                reps[nb] = i
+                rhash[nb] = key
+                table[slot] = nb
+                body[i] = nb
+                nb += 1
+                if 2 * nb > size:  # keep the table at most half full
+                    size *= 2
+                    table = np.full(size, -1, np.int64)
+                    for j in range(nb):
+                        s2 = np.int64(rhash[j] & np.uint64(size - 1))
+                        while table[s2] >= 0:
+                            s2 = (s2 + 1) & (size - 1)
+                        table[s2] = j
+                break
+            if rhash[c] == key:
+                q = pos[reps[c]]
+                same = True
+                for w in range(fw):
+                    if (words[p + w] & key_mask[opcode, w]) != (words[q + w] & key_mask[opcode, w]):
+                        same = False
+                        break
+                if same:
+                    body[i] = c
+                    break
+            slot = (slot + 1) & (size - 1)
+        # Waits, then signals: the tail entries, then sem_wait's condition / sem_signal's update.
+        nw = np.int64((h >> np.uint64(16)) & np.uint64(0xFF))
+        ns = np.int64((h >> np.uint64(24)) & np.uint64(0xFF))
+        tail = p + fw
+        extra_w = 1 if sem_operand[opcode] == 1 else 0
+        extra_s = 1 if sem_operand[opcode] == 2 else 0
+        for j in range(nw + extra_w):
+            w = words[tail + j] if j < nw else words[p + 1]
+            wsem[rw] = np.int64(w & np.uint64(0xFF))
+            wop[rw] = np.int64((w >> np.uint64(8)) & np.uint64(0xFF))
+            wval[rw] = np.int64(w >> np.uint64(32))
+            if (wop[rw] > 1 or ((w >> np.uint64(16)) & np.uint64(0xFFFF)) != 0) and bad < 0:
+                bad = i
+            rw += 1
+        for j in range(ns + extra_s):
+            w = words[tail + nw + j] if j < ns else words[p + 1]
+            ssem[rs] = np.int64(w & np.uint64(0xFF))
+            sop[rs] = np.int64((w >> np.uint64(8)) & np.uint64(0xFF))
+            sval[rs] = np.int64(w >> np.uint64(32))
+            if (sop[rs] > 2 or ((w >> np.uint64(16)) & np.uint64(0xFFFF)) != 0) and bad < 0:
+                bad = i
+            rs += 1
+        wptr[i + 1] = rw
+        sptr[i + 1] = rs
+        # Footprints of the access-pattern operands in memory (not constants, not absent ones).
+        base = p * 8
+        for j in range(ap_off.shape[1]):
+            off = ap_off[opcode, j]
+            if off < 0:
+                break
+            o = base + off
+            mem = np.int64(b[o])
+            offset = _u32(b, o + 8) | (_u32(b, o + 12) << 32)
+            if mem == 0:
+                if offset != 0 and bad < 0:
+                    bad = i
+                continue
+            if mem == 4:
+                if (offset < 0 or offset >= (np.int64(1) << 32)) and bad < 0:
+                    bad = i
+                continue
+            if mem > 4:
+                continue  # the body's first instruction is decoded, and fails, before anyone looks
+            isz = itemsize[b[o + 1]]
+            lo = np.int64(0)
+            hi = np.int64(0)
+            for d in range(min(np.int64(b[o + 3]), np.int64(5))):
+                reach = _i32(b, o + 16 + 8 * d) * (_u32(b, o + 20 + 8 * d) - 1)
+                if reach < 0:
+                    lo += reach
+                else:
+                    hi += reach
+            if (offset < 0 or offset + lo * isz < 0) and bad < 0:
+                bad = i
+            fmem[rf] = mem
+            fpart[rf] = b[o + 2]
+            fparts[rf] = _u16(b, o + 4)
+            flo[rf] = offset + lo * isz
+            fhi[rf] = offset + (hi + 1) * isz
+            facc[rf] = ap_access[opcode, j]
+            rf += 1
+        fp_ptr[i + 1] = rf
+    return (body, reps[:nb], wptr, wsem, wop, wval, sptr, ssem, sop, sval, fp_ptr, fmem[:rf], fpart[:rf],
+            fparts[:rf], flo[:rf], fhi[:rf], facc[:rf], bad)
+
+
+@numba.njit(cache=True)
+def _dependent(first, body, kind_b, fp_ptr, fmem, fpart, fparts, flo, fhi, facc):
+    """dependent[k]: instruction k reads bytes that the previous data-path instruction of its engine
+    wrote (same memory, overlapping partitions, overlapping byte ranges)."""
+    n = body.shape[0]
+    out = np.zeros(n, np.bool_)
+    for e in range(first.shape[0] - 1):
+        prev = -1
+        for k in range(first[e], first[e + 1]):
+            if kind_b[body[k]] != 0:
+                continue
+            if prev >= 0:
+                for r in range(fp_ptr[k], fp_ptr[k + 1]):
+                    if (facc[r] & 1) == 0:
+                        continue
+                    for w in range(fp_ptr[prev], fp_ptr[prev + 1]):
+                        if (facc[w] & 2) == 0 or fmem[w] != fmem[r]:
+                            continue
+                        if fmem[r] != 3 and (fpart[r] >= fpart[w] + fparts[w] or fpart[w] >= fpart[r] + fparts[r]):
+                            continue
+                        if flo[r] < fhi[w] and flo[w] < fhi[r]:
+                            out[k] = True
+                            break
+                    if out[k]:
+                        break
+            prev = k
+    return out
+
+
+# --------------------------------------------------------------------------- flattening
+
+@dataclass
+class _Flat:
+    """The program as the scheduler takes it: per-instruction arrays and per-body tables."""
+
+    body: np.ndarray
+    dependent: np.ndarray
+    costs: list[InstrCost]
+    body_opcode: np.ndarray
+    body_table: np.ndarray  # [body, column] int64: see _BODY_COLUMNS
+    sems: tuple  # wptr, wsem, wop, wval, sptr, ssem, sop, sval
+    fp: tuple  # fp_ptr, fmem, fpart, fparts, flo, fhi, facc
+    piece_ptr: np.ndarray  # per instruction (CSR)
+    body_piece_ptr: np.ndarray  # per body (CSR into piece_table)
+    piece_table: np.ndarray  # [row, (engine, queue, bytes, hbm bytes, src, dst)] int64
+    piece_cap: np.ndarray  # [row] bytes per tick a piece moves on its own
+
+
+_BODY_COLUMNS = ("kind", "ticks", "overhead_ticks", "tiny", "start_ticks", "issue_ticks", "load_stationary_ticks",
+                 "ports")
+
+
+def _flatten(prog: _Program, config: Config) -> _Flat:
+    tab = _tables()
+    pos, first, n_waits, n_signals, n_fps, bad = _scan(prog.words, prog.word_first, tab.fixed_words, tab.ap_count,
+                                                       tab.sem_operand)
+    if bad >= 0:
+        e = int(np.searchsorted(prog.word_first, bad, side="right") - 1)
+        _raise_decode(prog.raw[ENGINES[e]], ENGINES[e], prog.file, int(bad - prog.word_first[e]) * 8)
+    prog.first, prog.pos = first, pos
+    if prog.obj is not None:
+        for e, engine in enumerate(ENGINES):
+            count = int(first[e + 1] - first[e])
+            entries = prog.obj.lines.get(engine, [])
+            if len(entries) != count:
+                raise ObjectFileError(f"the line table of .text.{engine} has {len(entries)} entries for"
+                                      f" {count} instructions", file=prog.file)
+    out = _read(prog.words, pos, n_waits, n_signals, n_fps, tab.fixed_words, tab.key_mask, tab.ap_off,
+                tab.ap_access, tab.sem_operand, tab.itemsize)
+    body, reps = out[0], out[1]
+    sems, fp, bad = out[2:10], out[10:17], out[17]
+
+    costs = []
+    for k in reps:  # the first instruction of each body, in program order: errors come in that order
+        k = int(k)
+        try:
+            costs.append(describe(prog.decode(k), config))
+        except NcsimError as e:
+            loc = prog.loc(k)
+            raise (e.at(loc) if e.loc is None and loc is not None else e) from None
+    if bad >= 0:
+        prog.raise_at(int(bad))
+    table = np.array([[getattr(c, col) for col in _BODY_COLUMNS] for c in costs], np.int64)
+    table = table.reshape(len(costs), len(_BODY_COLUMNS))
+    dependent = _dependent(first, body, table[:, 0].copy(), *fp)
+    body_opcode = (prog.words[pos[reps]] & np.uint64(0xFF)).astype(np.uint8)
+
+    rows, caps = [], []
+    body_piece_ptr = np.zeros(len(costs) + 1, np.int64)
+    for i, c in enumerate(costs):
+        plan = c.transfer
+        if plan is not None:
+            for p in plan.pieces:
+                rows.append((p.engine, plan.queue, p.nbytes, p.hbm_bytes, int(plan.src), int(plan.dst)))
+                caps.append(config.dma_engine_bandwidth * p.efficiency / config.tick_hz)
+        body_piece_ptr[i + 1] = len(rows)
+    piece_table = np.array(rows, np.int64).reshape(len(rows), 6)
+    piece_ptr = np.concatenate(([0], np.cumsum(np.diff(body_piece_ptr)[body]))).astype(np.int64)
+    return _Flat(body, dependent, costs, body_opcode, table, sems, fp, piece_ptr, body_piece_ptr, piece_table,
+                 np.array(caps, np.float64))
+
+
+# --------------------------------------------------------------------------- the scheduler
+
+@numba.njit(inline="always")
+def _holds(v, op, val):
+    return v >= val if op == 0 else v == val
+
+
+@numba.njit(cache=True)
+def _releaser(sem, op, val, hist_ptr, hist_fill, hist_before, hist_after, hist_k, mono):
+    """The instruction whose update last turned `s{sem} op val` true, or -1 if it held from the start."""
+    lo = hist_ptr[sem]
+    hi = lo + hist_fill[sem]
+    if mono[sem]:
+        # Only increments so far: the values rise, so the first update that reached val released it.
+        a, b = lo, hi
+        while a < b:
+            m = (a + b) // 2
+            if hist_after[m] >= val:
+                b = m
+            else:
+                a = m + 1
+        if a < hi and not _holds(hist_before[a], op, val):
+            return hist_k[a]
+        return -1
+    j = hi - 1
+    while j >= lo:
+        if not _holds(hist_before[j], op, val):
+            return hist_k[j]
+        j -= 1
+    return -1
+
+
+@numba.njit(cache=True)
+def _apply(k, j, ssem, sop, sval, sems, hist_ptr, hist_fill, hist_before, hist_after, hist_k, mono):
+    """Apply signal j of instruction k; False if it would take the semaphore out of 0..2**32-1."""
+    s = ssem[j]
+    before = sems[s]
+    if sop[j] == 0:
+        after = before + sval[j]
+    elif sop[j] == 1:
+        after = before - sval[j]
+        mono[s] = False
+    else:
+        after = sval[j]
+        mono[s] = False
+    if after < 0 or after > 4294967295:
+        return False
+    sems[s] = after
+    i = hist_ptr[s] + hist_fill[s]
+    hist_before[i] = before
+    hist_after[i] = after
+    hist_k[i] = k
+    hist_fill[s] += 1
+    return True
+
+
+@numba.njit(inline="always")
+def _ticks(remaining, rate):
+    """Whole ticks to move `remaining` bytes at `rate` bytes per tick: at least one."""
+    c = np.int64(math.ceil(remaining / rate - 1e-9))
+    return c if c > 1 else np.int64(1)
+
+
+@numba.njit(cache=True)
+def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop, sval,
+              piece_ptr, body_piece_ptr, piece_table, piece_cap,
+              n_dma, n_queues, latency, hbm_cap, hist_ptr):
+    """The event loop. At each instant, in this order: DMA pieces finish (by DMA engine), engine
+    instructions finish (by engine), instructions start (earliest ready first, ties by engine; until
+    nothing more can start at this instant), idle DMA engines take pieces (round-robin over their
+    queues), HBM bandwidth is shared out again. Then time jumps to the next instant something ends
+    or becomes eligible."""
+    n_eng = first.shape[0] - 1
+    n = body.shape[0]
+    m = piece_ptr[n]
+    n_sems = hist_ptr.shape[0] - 1
+    avail = np.full(n, -1, np.int64)
+    ready = np.full(n, -1, np.int64)
+    start = np.full(n, -1, np.int64)
+    end = np.full(n, -1, np.int64)
+    done = np.full(n, -1, np.int64)
+    extra = np.zeros(n, np.int64)
+    flags = np.zeros(n, np.int8)
+    p_instr = np.empty(m, np.int64)
+    p_row = np.empty(m, np.int64)
+    p_start = np.full(m, -1, np.int64)
+    p_end = np.full(m, -1, np.int64)
+    p_next = np.empty(m, np.int64)
+    e_sig = np.empty(wptr[n], np.int64)
+    e_wait = np.empty(wptr[n], np.int64)
+    e_sem = np.empty(wptr[n], np.int64)
+    h_time = np.empty(2 * m + 1, np.int64)
+    h_rate = np.empty(2 * m + 1, np.float64)
+    n_edges = 0
+    n_h = 0
+
+    pc = first[:-1].copy()
+    inflight = np.full(n_eng, -1, np.int64)
+    last_end = np.full(n_eng, -1, np.int64)  # end of the previous data-path instruction of the engine
+    last_dur = np.zeros(n_eng, np.int64)
+    holder = np.full(2, -1, np.int64)  # ports: 0 SBUF, 1 PSUM
+    sems = np.zeros(n_sems, np.int64)
+    hist_fill = np.zeros(n_sems, np.int64)
+    hist_before = np.empty(hist_ptr[n_sems], np.int64)
+    hist_after = np.empty(hist_ptr[n_sems], np.int64)
+    hist_k = np.empty(hist_ptr[n_sems], np.int64)
+    mono = np.ones(n_sems, np.bool_)
+
+    qhead = np.full(n_dma * n_queues, -1, np.int64)
+    qtail = np.full(n_dma * n_queues, -1, np.int64)
+    rr = np.full(n_dma, n_queues - 1, np.int64)  # the queue each DMA engine served last
+    wake = np.full(n_dma, _INF, np.int64)  # the earliest a queued piece of the DMA engine is eligible
+    active = np.full(n_dma, -1, np.int64)  # the piece each DMA engine moves
+    a_rem = np.zeros(n_dma, np.float64)  # its bytes left
+    a_rate = np.zeros(n_dma, np.float64)  # bytes per tick since a_upd
+    a_upd = np.zeros(n_dma, np.int64)
+    a_end = np.zeros(n_dma, np.int64)  # when it finishes at that rate
+    a_hbm = np.zeros(n_dma, np.float64)  # HBM bytes per byte moved
+    order = np.empty(n_dma, np.int64)
+    left = np.empty(n, np.int64)  # pieces of a dma_copy still to finish
+    n_queued = 0
+    n_active = 0
+
+    t = np.int64(0)
+    status = 0
+    info = -1
+    while True:
+        rates_dirty = False
+        # 1. DMA pieces that finish now, by DMA engine.
+        if n_active > 0:
+            for de in range(n_dma):
+                h = active[de]
+                if h >= 0 and a_end[de] == t:
+                    p_end[h] = t
+                    active[de] = -1
+                    n_active -= 1
+                    if a_hbm[de] > 0.0:
+                        rates_dirty = True
+                    k = p_instr[h]
+                    left[k] -= 1
+                    if left[k] == 0:
+                        done[k] = t
+                        for j in range(sptr[k], sptr[k + 1]):
+                            if not _apply(k, j, ssem, sop, sval, sems, hist_ptr, hist_fill, hist_before,
+                                          hist_after, hist_k, mono) and status == 0:
+                                status, info = 2, j
+        # 2. Engine instructions that finish now, by engine.
+        for e in range(n_eng):
+            k = inflight[e]
+            if k >= 0 and end[k] == t:
+                inflight[e] = -1
+                if holder[0] == k:
+                    holder[0] = -1
+                if holder[1] == k:
+                    holder[1] = -1
+                done[k] = t
+                for j in range(sptr[k], sptr[k + 1]):
+                    if not _apply(k, j, ssem, sop, sval, sems, hist_ptr, hist_fill, hist_before, hist_after,
+                                  hist_k, mono) and status == 0:
+                        status, info = 2, j
+        # 3. Start what can start: the earliest ready first, ties by engine order; again and again,
+        #    since an instruction of no duration may release another at this same instant.
+        while status == 0:
+            best = -1
+            best_ready = _INF
+            busy_ports = (1 if holder[0] >= 0 else 0) | (2 if holder[1] >= 0 else 0)
+            for e in range(n_eng):
+                if inflight[e] >= 0:
+                    continue
+                k = pc[e]
+                if k >= first[e + 1]:
+                    continue
+                if avail[k] < 0:
+                    avail[k] = t
+                if ready[k] < 0:
+                    ok = True
+                    for j in range(wptr[k], wptr[k + 1]):
+                        if not _holds(sems[wsem[j]], wop[j], wval[j]):
+                            ok = False
+                            break
+                    if not ok:
+                        continue
+                    ready[k] = t
+                    for j in range(wptr[k], wptr[k + 1]):
+                        r = _releaser(wsem[j], wop[j], wval[j], hist_ptr, hist_fill, hist_before, hist_after,
+                                      hist_k, mono)
+                        if r >= 0:
+                            e_sig[n_edges] = r
+                            e_wait[n_edges] = k
+                            e_sem[n_edges] = wsem[j]
+                            n_edges += 1
+                if (bt[body[k], 7] & busy_ports) != 0:
+                    continue
+                if ready[k] < best_ready:
+                    best_ready = ready[k]
+                    best = e
+            if best < 0:
+                break
+            e = best
+            k = pc[e]
+            u = body[k]
+            pc[e] += 1
+            start[k] = t
+            kind = bt[u, 0]
+            if kind == 2:  # semaphore only: no engine time
+                end[k] = t
+                done[k] = t
+                for j in range(sptr[k], sptr[k + 1]):
+                    if not _apply(k, j, ssem, sop, sval, sems, hist_ptr, hist_fill, hist_before, hist_after,
+                                  hist_k, mono) and status == 0:
+                        status, info = 2, j
+            elif kind == 1:  # dma_copy: queue its pieces and go on
+                end[k] = t
+                left[k] = piece_ptr[k + 1] - piece_ptr[k]
+                for h in range(piece_ptr[k], piece_ptr[k + 1]):
+                    row = body_piece_ptr[u] + h - piece_ptr[k]
+                    p_instr[h] = k
+                    p_row[h] = row
+                    p_next[h] = -1
+                    de = piece_table[row, 0]
+                    q = de * n_queues + piece_table[row, 1]
+                    if qtail[q] < 0:
+                        qhead[q] = h
+                        wake[de] = min(wake[de], t + latency)
+                    else:
+                        p_next[qtail[q]] = h
+                    qtail[q] = h
+                    n_queued += 1
+            else:
+                cold = last_end[e] < 0 or t > last_end[e]
+                dep = dependent[k]
+                fl = 16 if dep else 0
+                x = bt[u, 2] if (dep or bt[u, 3] != 0) else 0  # the static overhead (Vector)
+                if x > 0:
+                    fl |= 2
+                if cold and bt[u, 4] > x:  # the tensor-access start, when nothing hid it
+                    x = bt[u, 4]
+                    fl = (fl & 16) | 1
+                lsx = bt[u, 6]  # LoadStationary, minus what the previous instruction hid
+                if not cold:
+                    lsx = max(np.int64(0), lsx - last_dur[e])
+                if lsx > 0:
+                    fl |= 4
+                d = bt[u, 1] + x + lsx
+                if dep and bt[u, 3] != 0 and d < bt[u, 5]:  # the Scalar issue interval
+                    d = bt[u, 5]
+                    fl |= 8
+                extra[k] = d - bt[u, 1]
+                flags[k] = fl
+                end[k] = t + d
+                last_end[e] = t + d
+                last_dur[e] = d
+                if d == 0:
+                    done[k] = t
+                    for j in range(sptr[k], sptr[k + 1]):
+                        if not _apply(k, j, ssem, sop, sval, sems, hist_ptr, hist_fill, hist_before, hist_after,
+                                      hist_k, mono) and status == 0:
+                            status, info = 2, j
+                else:
+                    inflight[e] = k
+                    if bt[u, 7] & 1:
+                        holder[0] = k
+                    if bt[u, 7] & 2:
+                        holder[1] = k
+        if status != 0:
+            break
+        # 4. Idle DMA engines take the next eligible piece, round-robin over their queues.
+        if n_queued > 0:
+            for de in range(n_dma):
+                if active[de] >= 0 or wake[de] > t:
+                    continue
+                for i in range(1, n_queues + 1):
+                    q = (rr[de] + i) % n_queues
+                    h = qhead[de * n_queues + q]
+                    if h >= 0 and start[p_instr[h]] + latency <= t:
+                        rr[de] = q
+                        qhead[de * n_queues + q] = p_next[h]
+                        if p_next[h] < 0:
+                            qtail[de * n_queues + q] = -1
+                        n_queued -= 1
+                        n_active += 1
+                        active[de] = h
+                        p_start[h] = t
+                        row = p_row[h]
+                        a_rem[de] = piece_table[row, 2]
+                        a_upd[de] = t
+                        a_hbm[de] = piece_table[row, 3] / max(piece_table[row, 2], 1)
+                        if a_hbm[de] > 0.0:
+                            rates_dirty = True
+                        else:
+                            a_rate[de] = piece_cap[row]
+                            a_end[de] = t + _ticks(a_rem[de], a_rate[de])
+                        break
+                w = _INF
+                for q in range(n_queues):
+                    h = qhead[de * n_queues + q]
+                    if h >= 0 and start[p_instr[h]] + latency < w:
+                        w = start[p_instr[h]] + latency
+                wake[de] = w
+        # 5. Share HBM among the pieces that touch it: max-min fair, each capped by its own rate.
+        if rates_dirty:
+            cnt = 0
+            for de in range(n_dma):
+                if active[de] >= 0 and a_hbm[de] > 0.0:
+                    a_rem[de] -= a_rate[de] * (t - a_upd[de])
+                    a_rem[de] = max(a_rem[de], 0.0)
+                    a_upd[de] = t
+                    i = cnt  # insertion sort by cap, then by DMA engine: a fixed order, a fixed result
+                    while i > 0 and piece_cap[p_row[active[order[i - 1]]]] > piece_cap[p_row[active[de]]]:
+                        order[i] = order[i - 1]
+                        i -= 1
+                    order[i] = de
+                    cnt += 1
+            budget = hbm_cap
+            weight = 0.0
+            for i in range(cnt):
+                weight += a_hbm[order[i]]
+            level = -1.0
+            used = 0.0
+            for i in range(cnt):
+                de = order[i]
+                cap = piece_cap[p_row[active[de]]]
+                if level < 0.0 and cap * weight <= budget:
+                    a_rate[de] = cap
+                    budget -= cap * a_hbm[de]
+                    weight -= a_hbm[de]
+                else:
+                    if level < 0.0:
+                        level = budget / weight
+                    a_rate[de] = level
+                used += a_rate[de] * a_hbm[de]
+                a_end[de] = t + _ticks(a_rem[de], a_rate[de])
+            h_time[n_h] = t
+            h_rate[n_h] = used
+            n_h += 1
+        # The next instant at which anything happens.
+        nt = _INF
+        for e in range(n_eng):
+            if inflight[e] >= 0 and end[inflight[e]] < nt:
+                nt = end[inflight[e]]
+        if n_active > 0 or n_queued > 0:
+            for de in range(n_dma):
+                if active[de] >= 0:
+                    nt = min(nt, a_end[de])
+                elif wake[de] < nt:
+                    nt = wake[de]
+        if nt == _INF:
+            break
+        t = nt
+    if status == 0:
+        for e in range(n_eng):
+            if pc[e] < first[e + 1]:
+                status = 1
+    return (status, info, t, avail, ready, start, end, done, extra, flags, p_instr, p_row, p_start, p_end,
+            e_sig[:n_edges], e_wait[:n_edges], e_sem[:n_edges], h_time[:n_h], h_rate[:n_h], pc, sems)
+
+
+def _schedule(prog: _Program, flat: _Flat, config: Config, profile: dict[str, float] | None) -> TimingResult:
+    wptr, wsem, wop, wval, sptr, ssem, sop, sval = flat.sems
+    _check_semaphores(prog, flat, config)
+    hist_ptr = np.concatenate(([0], np.cumsum(np.bincount(ssem, minlength=_SEMS)))).astype(np.int64)
+    t0 = time.perf_counter()
+    out = _simulate(prog.first, flat.body, flat.dependent, flat.body_table, wptr, wsem, wop, wval,
+                    sptr, ssem, sop, sval, flat.piece_ptr, flat.body_piece_ptr, flat.piece_table, flat.piece_cap,
+                    config.dma_engines, config.dma_queues_per_engine, dma_latency_ticks(config),
+                    config.hbm_bandwidth / config.tick_hz, hist_ptr)
+    if profile is not None:
+        profile["simulate"] = time.perf_counter() - t0
+    (status, info, t, avail, ready, start, end, done, extra, flags, p_instr, p_row, p_start, p_end,
+     e_sig, e_wait, e_sem, h_time, h_rate, pc, sems) = out
+    if status == 2:
+        k = int(np.searchsorted(sptr, info, side="right") - 1)
+        instr = prog.decode(k)
+        updates = instr.signals + ((instr.operands["update"],) if instr.mnemonic == "sem_signal" else ())
+        update = updates[int(info - sptr[k])]
+        raise SimError(f"semaphore s{update.sem} is {int(sems[update.sem])}; {update} would take it outside"
+                       f" 0..{SEM_MAX} (at {t * 1e9 / config.tick_hz:.1f} ns)", prog.loc(k))
+    if status == 1:
+        raise _deadlock(prog, flat, config, pc, sems, int(t))
+    total = int(max(done.max(initial=0), end.max(initial=0)))
+    return TimingResult(
+        config=config, total_ticks=total, first=prog.first, body=flat.body, body_cost=flat.costs,
+        body_opcode=flat.body_opcode, avail=avail, ready=ready, start=start, end=end, done=done, extra_ticks=extra,
+        extra_flags=flags, piece_ptr=flat.piece_ptr, piece_instr=p_instr, piece_start=p_start, piece_end=p_end,
+        edge_signal=e_sig, edge_wait=e_wait, edge_sem=e_sem, hbm_time=h_time, hbm_rate=h_rate,
+        fp_ptr=flat.fp[0], fp_memory=flat.fp[1], fp_partition=flat.fp[2], fp_partitions=flat.fp[3],
+        fp_lo=flat.fp[4], fp_hi=flat.fp[5], fp_access=flat.fp[6], _piece_body=p_row, _piece_table=flat.piece_table,
+        _program=prog)
+
+
+def _check_semaphores(prog: _Program, flat: _Flat, config: Config) -> None:
+    """Semaphore numbers the encoding allows but this configuration's core does not have."""
+    wptr, wsem, _, _, sptr, ssem = flat.sems[:6]
+    for ptr, sem in ((wptr, wsem), (sptr, ssem)):
+        bad = np.flatnonzero(sem >= config.semaphores)
+        if len(bad):
+            k = int(np.searchsorted(ptr, bad[0], side="right") - 1)
+            raise SimError(f"semaphore s{int(sem[bad[0]])} does not exist: this core has {config.semaphores}"
+                           f" (s0..s{config.semaphores - 1})", prog.loc(k))
+
+
+def _deadlock(prog: _Program, flat: _Flat, config: Config, pc: np.ndarray, sems: np.ndarray,
+              t: int) -> DeadlockError:
+    wptr, wsem, wop, wval = flat.sems[:4]
+    notes = []
+    first_loc = None
+    for e, engine in enumerate(ENGINES):
+        k = int(pc[e])
+        if k >= prog.first[e + 1]:
+            continue
+        loc = prog.loc(k)
+        first_loc = first_loc or loc
+        unmet = []
+        for j in range(int(wptr[k]), int(wptr[k + 1])):
+            s, op, v = int(wsem[j]), WAIT_OPS[int(wop[j])], int(wval[j])
+            if not (sems[s] >= v if op == ">=" else sems[s] == v):
+                unmet.append(f"s{s}{op}{v} (s{s} is {int(sems[s])})")
+        where = f"{loc}" if loc else f"instruction {k - int(prog.first[e])}"
+        size = int(prog.first[e + 1] - prog.first[e])
+        mnemonic = isa.BY_OPCODE[int(flat.body_opcode[flat.body[k]])].mnemonic
+        notes.append(f"{engine} engine waits at {where}: {mnemonic} needs {', '.join(unmet)};"
+                     f" {int(prog.first[e + 1]) - k} of its {size} instructions have not run")
+    blocked = len(notes)
+    notes.append(f"at simulated time {t * 1e9 / config.tick_hz:.1f} ns ({t} ticks) nothing is left running"
+                 " that could change a semaphore")
+    return DeadlockError(f"deadlock: {blocked} engine{'s' if blocked != 1 else ''} wait for semaphore values"
+                         " that no instruction left to run can produce", first_loc, notes=tuple(notes))
+
+
+assert (DATAPATH, DMA, SEMAPHORE) == (0, 1, 2), "the scheduler numbers the kinds of ncsim.engines.cost so"
