@@ -142,7 +142,8 @@ def _round_tf32(x: np.ndarray) -> np.ndarray:
 
 def _f32_to_int(x: np.ndarray, dtype: DType) -> np.ndarray:
     info = np.iinfo(dtype.storage)
-    wide = np.rint(x.astype(np.float64))  # ties to even; every int32/uint32 bound is exact in float64
+    with np.errstate(invalid="ignore"):  # a signalling NaN warns on the cast; it becomes 0 below
+        wide = np.rint(x.astype(np.float64))  # ties to even; every int32/uint32 bound is exact in float64
     wide = np.where(np.isnan(wide), 0.0, np.clip(wide, float(info.min), float(info.max)))
     return wide.astype(dtype.storage)
 

@@ -200,6 +200,13 @@ def test_integer_rounding_and_saturation():
     assert from_f32(np.array([-40000, 1.5], np.float32), by_name("i16")).tolist() == [-32768, 2]
 
 
+def test_every_nan_becomes_integer_zero():
+    """Quiet and signalling NaNs of both signs (what a widened narrow-float NaN can be) narrow to 0."""
+    nans = np.array([0x7FC00000, 0x7F800001, 0xFF800001, 0x7FBFFFFF], np.uint32).view(np.float32)
+    for name in ("i32", "u8", "i16", "u32"):
+        assert from_f32(nans, by_name(name)).tolist() == [0, 0, 0, 0]
+
+
 def test_bool():
     b = by_name("bool")
     x = np.array([0.0, -0.0, 0.3, -2.0, np.inf, np.nan], np.float32)

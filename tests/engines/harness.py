@@ -48,7 +48,7 @@ class Layout:
                 dims.append((step, count))
                 step *= count
             dims = tuple(reversed(dims))
-        lo = min([0] + [s * (c - 1) for s, c in dims if s < 0])
+        lo = sum(s * (c - 1) for s, c in dims if s < 0)
         hi = sum(s * (c - 1) for s, c in dims if s > 0)
         offset = self.next[memory] - lo * d.itemsize
         self.next[memory] = (offset + (hi + 1) * d.itemsize + 63) // 64 * 64
