@@ -36,7 +36,7 @@ from functools import cache, cached_property
 import numba
 import numpy as np
 
-from ncsim import dtypes, engines, isa
+from ncsim import dtypes, isa
 from ncsim.asm.fields import WAIT_OPS
 from ncsim.asm.instruction import Instruction, decode_one, encode, layout
 from ncsim.asm.objfile import ObjectFile
@@ -259,7 +259,6 @@ def time_program(program: ObjectFile | Mapping[str, Sequence[Instruction]], conf
     the costs of the distinct bodies), "simulate" (the scheduler alone) and "total".
     """
     t0 = time.perf_counter()
-    engines.load()
     prog = _Program.of(program, file)
     flat = _flatten(prog, config)
     t1 = time.perf_counter()

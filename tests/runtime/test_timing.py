@@ -1,0 +1,426 @@
+"""The timing model against closed forms: each engine's formula and clock, the overheads of
+dependent, tiny and cold instructions, DMA latency and bandwidth, the HBM cap, the v2 ports, the
+semaphores, determinism, deadlocks and bad objects. docs/timing.md states what is checked here."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ncsim import isa
+from ncsim.asm.assembler import assemble, assemble_file
+from ncsim.asm.fields import SemOp
+from ncsim.asm.instruction import Instruction, encode
+from ncsim.asm.objfile import LineEntry, ObjectFile
+from ncsim.config import Config
+from ncsim.errors import DeadlockError, ObjectFileError, SimError
+from ncsim.memory.access import Memory
+from ncsim.runtime import timing
+from ncsim.runtime.timing import (
+    COLD_START,
+    DEPENDENT,
+    ISSUE_INTERVAL,
+    LOAD_STATIONARY,
+    OVERHEAD,
+    time_program,
+)
+from tests.engines.harness import Layout, const, make
+
+CFG = Config()
+TPC = {e: CFG.ticks_per_cycle(e) for e in ("tensor", "vector", "scalar", "gpsimd")}  # 2, 5, 4, 4
+START = {e: CFG.access_start_cycles * t for e, t in TPC.items()}  # the cold tensor-access start
+LATENCY = round(CFG.dma_latency_ns * CFG.tick_hz / 1e9)
+PROGRAMS = sorted(Path(__file__).resolve().parents[2].glob("programs/*.s"))
+
+
+def sem(text: str) -> SemOp:
+    """'s3>=2' or 's3+=1'."""
+    for op in (">=", "==", "+=", "-=", "="):
+        if op in text:
+            s, v = text.split(op)
+            return SemOp(int(s[1:]), op, int(v))
+    raise ValueError(text)
+
+
+def with_sync(instr: Instruction, wait: tuple[str, ...] = (), signal: tuple[str, ...] = ()) -> Instruction:
+    return dataclasses.replace(instr, waits=tuple(sem(w) for w in wait), signals=tuple(sem(s) for s in signal))
+
+
+def run(config: Config = CFG, **streams: list[Instruction]) -> timing.TimingResult:
+    return time_program(streams, config)
+
+
+def tile(lay: Layout, dtype: str = "f32", free: int = 512, memory: Memory = Memory.SBUF, partitions: int = 128):
+    return lay.tile(dtype, partitions, free, memory=memory)
+
+
+# --------------------------------------------------------------------------- every row has a cost
+
+def test_every_row_has_a_cost_function():
+    from ncsim import engines
+    engines.load()
+    assert [row.mnemonic for row in isa.TABLE if "cost" not in row.slots] == []
+
+
+# --------------------------------------------------------------------------- closed forms per engine
+
+@pytest.mark.parametrize("n", [1, 7])
+def test_back_to_back_vector(n):
+    lay = Layout()
+    src = tile(lay)
+    instrs = [make("tensor_scalar", dst=tile(lay), data=src, op0="add", operand0=const(1.0)) for _ in range(n)]
+    r = run(vector=instrs)
+    each = max(CFG.min_ii, 512) * TPC["vector"]
+    assert r.total_ticks == START["vector"] + n * each
+    assert list(r.start) == [0] + [START["vector"] + i * each for i in range(1, n)]
+    assert r.extra_flags[0] == COLD_START and not r.extra_flags[1:].any()
+    assert r.formula(n - 1).startswith("max(MIN_II=64, N=512) = 512 cycles @1.12 GHz = 2560 ticks")
+
+
+def test_back_to_back_scalar_and_gpsimd():
+    lay = Layout()
+    src = tile(lay, free=300)
+    acts = [make("activation", dst=tile(lay, free=300), data=src, op="exp") for _ in range(5)]
+    iotas = [make("iota", dst=tile(lay, "i32", 200), pattern=((1, 200),)) for _ in range(4)]
+    r = run(scalar=acts, gpsimd=iotas)
+    scalar = r.end[r.engine == 2].max()
+    gpsimd = r.end[r.engine == 3].max()
+    assert scalar == START["scalar"] + 5 * 300 * TPC["scalar"]
+    assert gpsimd == START["gpsimd"] + 4 * (CFG.gpsimd_iota_fixed_cycles + 200) * TPC["gpsimd"]
+
+
+def test_back_to_back_matmul_bf16_and_fp32_is_four_times_slower():
+    def chain(dtype: str, n: int) -> timing.TimingResult:
+        lay = Layout()
+        st, mv = tile(lay, dtype, 128), tile(lay, dtype, 512)
+        return run(tensor=[make("nc_matmul", dst=tile(lay, "f32", 512, Memory.PSUM), stationary=st, moving=mv)
+                           for _ in range(n)])
+
+    bf16, fp32 = chain("bf16", 6), chain("f32", 6)
+    mm = max(min(CFG.min_ii, 128), 512) * TPC["tensor"]
+    ls = math.ceil(128 / CFG.load_stationary_speedup) * TPC["tensor"]
+    # The first matmul pays the access start and its whole LoadStationary; the next ones hide it.
+    assert bf16.total_ticks == START["tensor"] + ls + 6 * mm
+    assert fp32.total_ticks == START["tensor"] + 4 * ls + 6 * 4 * mm
+    assert list(np.diff(fp32.start)) == [START["tensor"] + 4 * ls + 4 * mm] + [4 * mm] * 4
+    assert bf16.extra_flags[0] == COLD_START | LOAD_STATIONARY and not bf16.extra_flags[1:].any()
+    assert "4 x max(min(MIN_II=64, M=128), N=512) (fp32)" in fp32.formula(1)
+
+
+def test_tensor_transpose_formula():
+    lay = Layout()
+    data = lay.tile("bf16", 32, 16)
+    r = run(tensor=[make("nc_transpose", dst=lay.tile("f32", 16, 32, memory=Memory.PSUM), data=data)] * 3)
+    each = max(32, min(CFG.min_ii, 16)) * TPC["tensor"]
+    assert r.total_ticks == START["tensor"] + 3 * each
+
+
+def test_access_rate_bounds_a_wide_stride():
+    """An fp32 input read every 4th element (16-byte stride) streams at half rate: 2 access cycles
+    per element at 1.4 GHz outlast the Vector formula's one cycle at 1.12 GHz."""
+    lay = Layout()
+    wide = lay.tile("f32", 128, 512, dims=((4, 512),))
+    r = run(vector=[make("tensor_copy", dst=tile(lay), src=wide)] * 2)
+    access = 2 * 512 * (CFG.tick_hz // CFG.access_clock_hz)
+    assert access > 512 * TPC["vector"]
+    assert r.total_ticks == START["vector"] + 2 * access
+    assert "bound by SBUF access of 'src' 512 elements, stride 16 B: half rate" in r.formula(1)
+
+
+# --------------------------------------------------------------------------- overheads of neighbours
+
+def test_dependent_vector_chain_pays_the_static_overhead():
+    lay = Layout()
+    tiles = [tile(lay) for _ in range(5)]
+    chain = [make("tensor_scalar", dst=tiles[i + 1], data=tiles[i], op0="add", operand0=const(1.0)) for i in range(4)]
+    r = run(vector=chain)
+    each = 512 * TPC["vector"]
+    extra = CFG.vector_dependent_extra_cycles * TPC["vector"]
+    assert r.total_ticks == START["vector"] + 4 * each + 3 * extra
+    assert list(r.extra_flags) == [COLD_START] + [OVERHEAD | DEPENDENT] * 3
+    assert "static overhead 100 cycles (dependent on the previous Vector instruction)" in r.formula(2)
+
+
+def test_tiny_vector_instructions_pay_the_static_overhead():
+    lay = Layout()
+    src = tile(lay, free=8)
+    r = run(vector=[make("tensor_scalar", dst=tile(lay, free=8), data=src, op0="add", operand0=const(1.0))
+                    for _ in range(4)])
+    each = (CFG.min_ii + CFG.vector_dependent_extra_cycles) * TPC["vector"]
+    assert r.total_ticks == 4 * each  # the static overhead includes the access start of the first
+    assert list(r.extra_flags) == [OVERHEAD] * 4
+
+
+def test_dependent_one_element_scalar_instructions_issue_every_189_ns():
+    lay = Layout()
+    cells = [tile(lay, free=1) for _ in range(6)]
+    r = run(scalar=[make("activation", dst=cells[i + 1], data=cells[i], op="exp") for i in range(5)])
+    interval = round(CFG.scalar_dependent_issue_ns * CFG.tick_hz / 1e9)
+    assert list(np.diff(r.start)) == [START["scalar"] + CFG.min_ii * TPC["scalar"]] + [interval] * 3
+    assert abs(r.ns(interval) - 189) < 0.2
+    assert list(r.extra_flags[1:]) == [ISSUE_INTERVAL | DEPENDENT] * 4
+
+
+def test_an_engine_idle_after_a_wait_pays_the_access_start_again():
+    lay = Layout()
+    a, b = tile(lay), tile(lay)
+    r = run(vector=[make("tensor_copy", dst=a, src=b, engine="vector")],
+            scalar=[with_sync(make("tensor_copy", dst=b, src=a, engine="scalar"), wait=("s0>=1",))],
+            sync=[with_sync(make("sem_signal", engine="sync", update=sem("s0+=1")))])
+    k = r.find("scalar", 0)
+    assert r.extra_flags[k] & COLD_START and r.extra_ticks[k] == START["scalar"]
+
+
+# --------------------------------------------------------------------------- semaphores
+
+def test_a_wait_delays_exactly_until_the_signal():
+    lay = Layout()
+    a, b = tile(lay), tile(lay)
+    producer = with_sync(make("tensor_copy", dst=a, src=b, engine="vector"), signal=("s7+=1",))
+    consumer = with_sync(make("activation", dst=b, data=a, op="copy"), wait=("s7>=1",))
+    r = run(vector=[producer], scalar=[consumer])
+    v, s = r.find("vector", 0), r.find("scalar", 0)
+    assert r.done[v] == r.end[v] == START["vector"] + 512 * TPC["vector"]
+    assert r.avail[s] == 0 and r.ready[s] == r.start[s] == r.end[v]
+    assert r.sem_wait[s] == r.end[v] and r.port_wait[s] == 0
+    assert list(zip(r.edge_signal, r.edge_wait, r.edge_sem)) == [(v, s, 7)]
+
+
+def test_the_releasing_signal_is_the_one_that_made_the_wait_hold():
+    lay = Layout()
+    x = tile(lay, free=64)
+    copies = [with_sync(make("tensor_copy", dst=tile(lay, free=64), src=x, engine="vector"), signal=("s1+=1",))
+              for _ in range(3)]
+    late = with_sync(make("tensor_copy", dst=tile(lay, free=64), src=x, engine="gpsimd"), wait=("s1>=2",))
+    r = run(vector=copies, gpsimd=[late])
+    assert list(r.edge_signal) == [r.find("vector", 1)]
+
+
+def test_semaphore_instructions_cost_nothing():
+    r = run(sync=[with_sync(make("sem_signal", engine="sync", update=sem("s2+=1"))),
+                  with_sync(make("sem_wait", engine="sync", cond=sem("s2>=1")))])
+    assert r.total_ticks == 0 and list(r.end) == [0, 0]
+
+
+def test_an_unsatisfiable_wait_is_a_deadlock_with_the_simulated_time():
+    lay = Layout()
+    a, b = tile(lay), tile(lay)
+    r_ok = run(vector=[make("tensor_copy", dst=a, src=b)])
+    with pytest.raises(DeadlockError) as info:
+        run(vector=[make("tensor_copy", dst=a, src=b), with_sync(make("tensor_copy", dst=b, src=a), wait=("s5>=1",))],
+            sync=[with_sync(make("sem_wait", engine="sync", cond=sem("s6==2")))])
+    text = info.value.format()
+    assert "deadlock: 2 engines wait" in text
+    assert "vector engine waits at instruction 1: tensor_copy needs s5>=1 (s5 is 0)" in text
+    assert "sync engine waits at instruction 0: sem_wait needs s6==2 (s6 is 0)" in text
+    assert f"at simulated time {r_ok.total_ns:.1f} ns" in text
+
+
+def test_a_deadlock_names_the_source_line():
+    src = ".kernel k\n.sync manual\n.sbuf a f32[128, 8]\n.sbuf b f32[128, 8]\ntensor_copy a, b, wait=[s3>=1]\n"
+    with pytest.raises(DeadlockError) as info:
+        time_program(assemble(src, "dead.s"), CFG, "dead.s")
+    assert info.value.loc.line == 5 and "s3>=1 (s3 is 0)" in info.value.format()
+
+
+def test_a_semaphore_out_of_range_is_an_error_at_its_line():
+    lay = Layout()
+    r = [with_sync(make("tensor_copy", dst=tile(lay), src=tile(lay)), signal=("s0-=1",))]
+    with pytest.raises(SimError, match=r"semaphore s0 is 0; s0-=1 would take it outside 0..4294967295"):
+        run(vector=r)
+
+
+def test_a_semaphore_the_configuration_lacks():
+    lay = Layout()
+    with pytest.raises(SimError, match="semaphore s200 does not exist: this core has 128"):
+        run(CFG.with_overrides({"semaphores": 128}),
+            vector=[with_sync(make("tensor_copy", dst=tile(lay), src=tile(lay)), signal=("s200+=1",))])
+
+
+# --------------------------------------------------------------------------- ports (spec §2)
+
+def test_vector_and_gpsimd_take_turns_on_sbuf():
+    lay = Layout()
+    v = make("tensor_copy", dst=tile(lay), src=tile(lay), engine="vector")
+    g = make("tensor_copy", dst=tile(lay), src=tile(lay), engine="gpsimd")
+    r = run(vector=[v, v], gpsimd=[g])
+    kv0, kv1, kg = r.find("vector", 0), r.find("vector", 1), r.find("gpsimd", 0)
+    # Both ready at 0: the tie goes to the Vector engine (engine order); GpSimd waits for the port,
+    # then has it before Vector's second instruction, which became ready later.
+    assert r.start[kv0] == 0 and r.start[kg] == r.end[kv0] and r.port_wait[kg] == r.end[kv0]
+    assert r.start[kv1] == r.end[kg] and r.port_wait[kv1] == r.end[kg] - r.end[kv0]
+
+
+def test_vector_and_scalar_take_turns_on_psum_but_not_on_sbuf():
+    lay = Layout()
+    psum = tile(lay, free=256, memory=Memory.PSUM)
+    v_psum = make("tensor_copy", dst=tile(lay, free=256), src=psum, engine="vector")
+    s_psum = make("activation", dst=tile(lay, free=256), data=psum, op="copy")
+    r = run(vector=[v_psum], scalar=[s_psum])
+    assert r.start[r.find("scalar", 0)] == r.end[r.find("vector", 0)]
+    v_sbuf = make("tensor_copy", dst=tile(lay), src=tile(lay), engine="vector")
+    s_sbuf = make("activation", dst=tile(lay), data=tile(lay), op="copy")
+    r = run(vector=[v_sbuf], scalar=[s_sbuf])
+    assert list(r.start) == [0, 0]
+
+
+def test_gpsimd_and_vector_on_different_memories_run_together():
+    lay = Layout()
+    v = make("tensor_copy", dst=tile(lay, memory=Memory.PSUM), src=tile(lay, memory=Memory.PSUM), engine="vector")
+    g = make("iota", dst=tile(lay, "i32", 64), pattern=((1, 64),))
+    r = run(vector=[v], gpsimd=[g])
+    assert list(r.start) == [0, 0]
+
+
+# --------------------------------------------------------------------------- DMA (spec §3)
+
+def dma(dst, src, queue: int = 0, engine: str = "sync", **sync) -> Instruction:
+    return with_sync(make("dma_copy", engine, dst=dst, src=src, queue=queue), **sync)
+
+
+def test_one_dma_takes_latency_plus_bytes_over_bandwidth_at_its_chunk_efficiency():
+    lay = Layout()
+    r = run(sync=[dma(tile(lay), lay.hbm("f32", 128, 512))])
+    chunk = 512 * 4  # each partition's row is 2 KiB contiguous on both sides
+    rate = CFG.dma_engine_bandwidth * CFG.dma_efficiency(chunk) / CFG.tick_hz
+    piece = 8 * chunk  # 8 partitions per DMA engine
+    assert r.pieces == 16 and set(r.piece_bytes) == {piece} and list(r.piece_engine) == list(range(16))
+    assert r.total_ticks == LATENCY + math.ceil(piece / rate - 1e-9)
+    assert r.end[0] == 0 and r.done[0] == r.total_ticks
+    assert "latency 1300 ns + 16384 B / (17 B/ns x 0.81 at 2048 B chunks)" in r.formula(0)
+
+
+def test_small_chunks_are_slow():
+    lay = Layout()
+    r = run(sync=[dma(tile(lay, free=16), lay.hbm("f32", 128, 16))])
+    rate = CFG.dma_engine_bandwidth * CFG.dma_efficiency(64) / CFG.tick_hz
+    assert CFG.dma_efficiency(64) == 0.03
+    assert r.total_ticks == LATENCY + math.ceil(8 * 64 / rate - 1e-9)
+
+
+def test_many_dmas_hit_the_hbm_cap():
+    """HBM-to-HBM pieces read and write HBM: 16 engines at 17 B/ns would need 544 GB/s of HBM."""
+    lay = Layout()
+    size = 1 << 20
+    r = run(sync=[dma(lay.hbm("f32", size // 4), lay.hbm("f32", size // 4))])
+    cap = CFG.hbm_bandwidth / CFG.tick_hz
+    assert r.hbm_rate.max() == pytest.approx(cap) and r.hbm_rate[-1] == 0
+    ideal = LATENCY + 2 * size / cap  # every byte crosses HBM twice
+    assert ideal <= r.total_ticks <= ideal + 2
+    assert r.piece_hbm_bytes.sum() == 2 * size
+
+
+def test_the_hbm_cap_shared_with_a_faster_dma_engine():
+    fast = CFG.with_overrides({"dma_engine_bandwidth": 40e9})
+    lay = Layout()
+    r = run(fast, sync=[dma(lay.tile("f32", 128, 4096), lay.hbm("f32", 128, 4096))])
+    cap = fast.hbm_bandwidth / fast.tick_hz
+    assert r.hbm_rate.max() == pytest.approx(cap)
+    assert LATENCY + 128 * 4096 * 4 / cap <= r.total_ticks <= LATENCY + 128 * 4096 * 4 / cap + 2
+
+
+def test_queues_are_served_round_robin_and_in_order():
+    lay = Layout()
+    a, b, c = (dma(lay.tile("f32", 16, 1024), lay.hbm("f32", 16, 1024), queue=q) for q in (0, 0, 1))
+    r = run(sync=[a, b, c])
+    starts = [r.piece_start[r.piece_ptr[k]] for k in range(3)]  # the pieces on DMA engine 0
+    assert starts[0] < starts[2] < starts[1]  # A (queue 0), then C (queue 1), then B (queue 0 again)
+    assert r.piece_start[r.piece_ptr[2]] == r.piece_end[r.piece_ptr[0]]
+
+
+def test_the_issuing_engine_goes_on_at_once():
+    lay = Layout()
+    r = run(sync=[dma(tile(lay), lay.hbm("f32", 128, 512)), dma(tile(lay), lay.hbm("f32", 128, 512), queue=1)])
+    assert list(r.start) == [0, 0] and list(r.end) == [0, 0]
+
+
+def test_a_dma_signal_applies_when_its_last_piece_finishes():
+    lay = Layout()
+    t = tile(lay)
+    load = dma(t, lay.hbm("f32", 128, 512), signal=("s9+=1",))
+    use = with_sync(make("tensor_copy", dst=tile(lay), src=t), wait=("s9>=1",))
+    r = run(sync=[load], vector=[use])
+    k, d = r.find("vector", 0), r.find("sync", 0)
+    assert r.ready[k] == r.done[d] == r.piece_end.max()
+    assert list(r.edge_signal) == [d]
+
+
+def test_a_dma_whose_sides_differ_in_size_is_an_error_at_its_line():
+    src = ".kernel k\n.sync manual\n.hbm h f32[128, 8] in\n.sbuf a f32[128, 8]\ndma_copy a, h[:, 0:4]\n"
+    with pytest.raises(SimError, match="a DMA copies element for element") as info:
+        time_program(assemble(src, "size.s"), CFG, "size.s")
+    assert info.value.loc.line == 5
+
+
+# --------------------------------------------------------------------------- whole programs
+
+@pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.stem)
+def test_every_program_times(path):
+    obj = assemble_file(path)
+    r = time_program(obj, CFG, str(path))
+    assert r.total_ticks > 0 and (r.start >= r.avail).all() and (r.end >= r.start).all()
+    assert (r.done >= r.end).all() and (r.piece_end > r.piece_start).all()
+    assert (r.piece_start >= r.piece_ready).all()
+    loads = r.piece_bytes.sum() / (CFG.dma_engines * CFG.dma_engine_bandwidth / CFG.tick_hz)
+    assert r.total_ticks >= loads  # no faster than every DMA engine busy all the time
+    assert r.loc(0) is not None and str(path.name) in str(r.loc(0))
+
+
+def test_two_runs_are_identical():
+    obj = assemble_file(PROGRAMS[0])
+    a, b = time_program(obj, CFG), time_program(obj, CFG)
+    for f in dataclasses.fields(timing.TimingResult):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, np.ndarray):
+            assert np.array_equal(x, y), f.name
+    assert a.total_ticks == b.total_ticks
+    assert [a.formula(k) for k in range(a.count)] == [b.formula(k) for k in range(b.count)]
+
+
+# --------------------------------------------------------------------------- reading the object
+
+def test_footprints_and_bodies():
+    lay = Layout()
+    a, b = tile(lay, free=64), tile(lay, free=64)
+    instrs = [make("tensor_copy", dst=a, src=b), make("tensor_copy", dst=b, src=a),
+              make("tensor_copy", dst=a, src=b, engine="gpsimd")]
+    r = run(vector=instrs[:2], gpsimd=instrs[2:])
+    assert list(r.body) == [0, 0, 1]  # same cost apart from the addresses; another engine is another body
+    rows = range(r.fp_ptr[1], r.fp_ptr[2])
+    assert [(r.fp_memory[i], r.fp_partition[i], r.fp_partitions[i], r.fp_lo[i], r.fp_hi[i], r.fp_access[i])
+            for i in rows] == [(1, 0, 128, b.offset, b.offset + 256, 2), (1, 0, 128, a.offset, a.offset + 256, 1)]
+
+
+def test_many_distinct_bodies():
+    lay = Layout()
+    src = tile(lay, free=2048)
+    instrs = [make("tensor_copy", dst=lay.tile("f32", 128, n), src=lay.tile("f32", 128, n, dims=((1, n),)))
+              for n in range(1, 1500)]
+    r = run(vector=instrs + instrs[:3])
+    assert len(r.body_cost) == 1499 and list(r.body[-3:]) == [0, 1, 2]
+    del src
+
+
+def test_a_malformed_semaphore_entry_in_an_object():
+    lay = Layout()
+    instr = with_sync(make("tensor_copy", dst=tile(lay), src=tile(lay)), signal=("s1+=1",))
+    raw = bytearray(encode(instr) * 2)
+    raw[-7] = 9  # the second instruction's signal op: no such op
+    obj = ObjectFile("k")
+    obj.streams["vector"] = bytes(raw)
+    obj.lines["vector"] = [LineEntry(0, 0, 1, 1), LineEntry(1, 0, 2, 1)]
+    with pytest.raises(ObjectFileError, match="malformed semaphore entry"):
+        time_program(obj, CFG)
+
+
+def test_a_truncated_stream():
+    lay = Layout()
+    obj = ObjectFile("k")
+    obj.streams["vector"] = encode(make("tensor_copy", dst=tile(lay), src=tile(lay)))[:-8]
+    obj.lines["vector"] = [LineEntry(0, 0, 1, 1)]
+    with pytest.raises(ObjectFileError, match="truncated"):
+        time_program(obj, CFG)
