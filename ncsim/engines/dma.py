@@ -4,14 +4,15 @@ Elements are copied in iteration order: the source's elements in row-major order
 (partition first on chip, the outermost dimension first in HBM) go to the destination's elements in
 the same order, so both need the same number of elements but not the same shape. Same dtypes: the
 bytes are copied. Different dtypes: widened to fp32 and narrowed (round to nearest even). With
-accumulate: dst = dst + src, one fp32 addition per element, then narrowed.
+accumulate: dst = dst + src, one fp32 addition per element as the ALU's add does it (a NaN result
+is the canonical quiet NaN), then narrowed.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ncsim.engines import reference, semantics
+from ncsim.engines import alu, refalu, reference, semantics
 from ncsim.engines.context import Context
 from ncsim.numerics import from_f32, to_f32
 
@@ -24,8 +25,7 @@ def dma_copy(ctx: Context) -> None:
                        f" {src.num_elements} ({list(src.shape)}): a DMA copies element for element")
     raw = ctx.read_raw("src").reshape(dst.shape)
     if ctx["accumulate"]:
-        total = np.add(ctx.read("dst"), to_f32(raw, src.dtype), dtype=np.float32)
-        ctx.write("dst", total)
+        ctx.write("dst", alu.apply("add", ctx.read("dst"), to_f32(raw, src.dtype)))
     elif src.dtype == dst.dtype:
         ctx.write_raw("dst", raw)
     else:
@@ -39,7 +39,7 @@ def dma_copy_ref(instr, inputs, state):
     if instr["accumulate"]:
         old = to_f32(inputs["dst"].ravel(), dst.dtype)
         new = to_f32(flat, src.dtype)
-        out = np.array([np.float32(a + b) for a, b in zip(old, new)], np.float32)
+        out = np.array([refalu.op("add", a, b) for a, b in zip(old, new)], np.float32)
         return {"dst": from_f32(out, dst.dtype).reshape(dst.shape)}
     if src.dtype == dst.dtype:
         return {"dst": flat.copy().reshape(dst.shape)}
