@@ -66,6 +66,7 @@ class InstrCost:
     issue_ticks: int  # Scalar: the issue interval of a dependent tiny instruction (0 elsewhere)
     load_stationary_ticks: int  # nc_matmul's LoadStationary, overlapping the previous Tensor instruction
     transfer: TransferPlan | None
+    flops: int = 0  # nc_matmul: 2 x K x M x N, for the Tensor engine's utilisation against its peak
 
 
 def _ap(instr: Instruction, name: str) -> AccessPattern:
@@ -332,5 +333,9 @@ def describe(instr: Instruction, config: Config) -> InstrCost:
     issue = 0
     if engine == "scalar":
         issue = round(config.scalar_dependent_issue_ns * config.tick_hz / 1e9)
+    flops = 0
+    if spec.mnemonic == "nc_matmul":
+        moving = _ap(instr, "moving")
+        flops = 2 * moving.partitions * _ap(instr, "stationary").free_elements * moving.free_elements
     return InstrCost(engine, DATAPATH, own.cycles, compute, access, ticks, formula, own.n, tiny, ports, overhead,
-                     config.access_start_cycles * tpc, issue, own.load_stationary * tpc, None)
+                     config.access_start_cycles * tpc, issue, own.load_stationary * tpc, None, flops)

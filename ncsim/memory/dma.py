@@ -4,9 +4,11 @@ A transfer moves its elements in iteration order (see `ncsim.engines.dma`). The 
 each DMA engine a contiguous run of that order, its *piece*:
 
 - A transfer that touches SBUF is split along the partitions of its SBUF side (the destination's
-  when both are in SBUF): P partitions go to min(P, dma_engines) engines, as evenly as possible in
+  when both are in SBUF): P >= dma_engines partitions go to the engines as evenly as possible in
   consecutive blocks, so 128 partitions give 8 partitions to each of the 16 engines (DMA: "the
-  natural mapping") and 64 partitions 4 to each.
+  natural mapping") and 64 partitions 4 to each. Fewer partitions than engines would leave engines
+  idle, so each partition's elements are cut into min(dma_engines // P, elements) equal runs:
+  one partition of 64 KiB becomes 16 pieces of 4 KiB.
 - An HBM-to-HBM transfer has no partitions: its elements are split evenly over min(elements,
   dma_engines) engines in consecutive runs, as a large copy would be.
 
@@ -101,14 +103,19 @@ def plan_transfer(dst: AccessPattern, src: AccessPattern, queue: int, config: Co
                 (dst.dtype.itemsize if dst.memory == Memory.HBM else 0)
     run = min(contiguous_run(src), contiguous_run(dst))
     on_chip = dst if dst.on_chip else src if src.on_chip else None
-    if on_chip is not None:
+    engines = config.dma_engines
+    if on_chip is None:  # HBM to HBM: equal runs of the elements
+        n = min(total, engines)
+        sizes = [total * (i + 1) // n - total * i // n for i in range(n)]
+    elif on_chip.partitions >= engines:  # blocks of whole partitions
         rows, per_row = on_chip.partitions, total // on_chip.partitions
-    else:
-        rows, per_row = total, 1
-    n = min(rows, config.dma_engines)
+        sizes = [(rows * (i + 1) // engines - rows * i // engines) * per_row for i in range(engines)]
+    else:  # runs inside each partition
+        rows, per_row = on_chip.partitions, total // on_chip.partitions
+        split = min(engines // rows, per_row)
+        sizes = [per_row * (j + 1) // split - per_row * j // split for _ in range(rows) for j in range(split)]
     pieces = []
-    for i in range(n):
-        elements = (rows * (i + 1) // n - rows * i // n) * per_row
+    for i, elements in enumerate(sizes):
         chunk = min(run, elements) * width
         pieces.append(Piece(i, elements, elements * width, chunk, config.dma_efficiency(chunk), elements * hbm_width))
     return TransferPlan(queue, src.memory, dst.memory, tuple(pieces))

@@ -74,7 +74,7 @@ class TimingResult:
       (for dma_copy and semaphore instructions end == start); done[k]: its signals applied (for
       dma_copy: when the last piece of its transfer finished);
     - sem_wait[k] = ready - avail and port_wait[k] = start - ready, in ticks; busy = end - start;
-    - cost_cycles[k]: the cycles of its formula; extra_ticks[k]: what its neighbours added to its
+    - cost_cycles[k]: the cycles of its formula; flops[k]: 2 K M N for nc_matmul; extra_ticks[k]: what its neighbours added to its
       busy time, and extra_flags[k] which (COLD_START, OVERHEAD, LOAD_STATIONARY, ISSUE_INTERVAL;
       DEPENDENT marks a read of what the previous instruction of its engine wrote);
     - formula(k): its cost in words with the numbers; loc(k): its source place; instruction(k).
@@ -156,6 +156,11 @@ class TimingResult:
     @cached_property
     def cost_cycles(self) -> np.ndarray:
         return np.array([c.cycles for c in self.body_cost], np.int64).reshape(-1)[self.body]
+
+    @cached_property
+    def flops(self) -> np.ndarray:
+        """Floating-point operations of each instruction: 2 K M N for nc_matmul, 0 for the rest."""
+        return np.array([c.flops for c in self.body_cost], np.int64).reshape(-1)[self.body]
 
     @property
     def sem_wait(self) -> np.ndarray:

@@ -109,6 +109,7 @@ def test_back_to_back_matmul_bf16_and_fp32_is_four_times_slower():
     assert list(np.diff(fp32.start)) == [START["tensor"] + 4 * ls + 4 * mm] + [4 * mm] * 4
     assert bf16.extra_flags[0] == COLD_START | LOAD_STATIONARY and not bf16.extra_flags[1:].any()
     assert "4 x max(min(MIN_II=64, M=128), N=512) (fp32)" in fp32.formula(1)
+    assert list(bf16.flops) == [2 * 128 * 128 * 512] * 6
 
 
 def test_tensor_transpose_formula():
@@ -302,6 +303,18 @@ def test_small_chunks_are_slow():
     assert r.total_ticks == LATENCY + math.ceil(8 * 64 / rate - 1e-9)
 
 
+@pytest.mark.parametrize(("partitions", "free", "sizes"), [
+    (128, 512, [8 * 512] * 16),  # 8 partitions per DMA engine
+    (64, 512, [4 * 512] * 16),
+    (1, 4096, [256] * 16),  # one partition: 16 runs of it
+    (3, 100, [20] * 15),  # 5 runs of each of 3 partitions
+])
+def test_how_a_transfer_is_cut_into_pieces(partitions, free, sizes):
+    lay = Layout()
+    r = run(sync=[dma(lay.tile("f32", partitions, free), lay.hbm("f32", partitions, free))])
+    assert list(r.piece_bytes) == [4 * s for s in sizes] and list(r.piece_engine) == list(range(len(sizes)))
+
+
 def test_many_dmas_hit_the_hbm_cap():
     """HBM-to-HBM pieces read and write HBM: 16 engines at 17 B/ns would need 544 GB/s of HBM."""
     lay = Layout()
@@ -368,6 +381,7 @@ def test_every_program_times(path):
     loads = r.piece_bytes.sum() / (CFG.dma_engines * CFG.dma_engine_bandwidth / CFG.tick_hz)
     assert r.total_ticks >= loads  # no faster than every DMA engine busy all the time
     assert r.loc(0) is not None and str(path.name) in str(r.loc(0))
+    assert (r.hbm_rate <= CFG.hbm_bandwidth / CFG.tick_hz * (1 + 1e-9)).all()
 
 
 def test_two_runs_are_identical():
