@@ -394,8 +394,9 @@ def _tables() -> _Tables:
 def _scan(words, word_first, fixed_words, ap_count, sem_operand):
     """Instruction positions (in words) of every stream, and totals for sizing the arrays of _read.
 
-    Returns (pos, first, waits, signals, footprints, bad): bad is the word position of the first
-    malformed header, or -1."""
+    Returns (pos, first, waits, signals, footprints, bad): bad is the word position p of the first
+    malformed header, -2 - p if the instruction at p is encoded for another engine than its
+    stream's, or -1."""
     n_eng = word_first.shape[0] - 1
     pos = np.empty(word_first[n_eng] // 2 + 1, np.int64)  # an instruction is at least 2 words
     first = np.zeros(n_eng + 1, np.int64)
@@ -415,6 +416,8 @@ def _scan(words, word_first, fixed_words, ap_count, sem_operand):
             fw = fixed_words[opcode]
             if fw == 0 or nwait > 8 or nsig > 8 or size != 8 * (fw + nwait + nsig) or p + size // 8 > hi:
                 return pos[:n], first, waits, signals, fps, p
+            if np.int64((h >> np.uint64(8)) & np.uint64(0xFF)) != e:
+                return pos[:n], first, waits, signals, fps, -2 - p  # encoded for another engine
             pos[n] = p
             n += 1
             waits += nwait + (1 if sem_operand[opcode] == 1 else 0)
@@ -647,9 +650,16 @@ def _flatten(prog: _Program, config: Config) -> _Flat:
     tab = _tables()
     pos, first, n_waits, n_signals, n_fps, bad = _scan(prog.words, prog.word_first, tab.fixed_words, tab.ap_count,
                                                        tab.sem_operand)
-    if bad >= 0:
-        e = int(np.searchsorted(prog.word_first, bad, side="right") - 1)
-        _raise_decode(prog.raw[ENGINES[e]], ENGINES[e], prog.file, int(bad - prog.word_first[e]) * 8)
+    if bad != -1:
+        at = bad if bad >= 0 else -2 - bad
+        e = int(np.searchsorted(prog.word_first, at, side="right") - 1)
+        offset = int(at - prog.word_first[e]) * 8
+        if bad < -1:
+            code = int(prog.words[at] >> np.uint64(8) & np.uint64(0xFF))
+            other = ENGINES[code] if code < len(ENGINES) else f"code {code}"
+            raise ObjectFileError(f".text.{ENGINES[e]} holds an instruction encoded for the {other} engine",
+                                  file=f"{prog.file} (.text.{ENGINES[e]})", offset=offset + 1)
+        _raise_decode(prog.raw[ENGINES[e]], ENGINES[e], prog.file, offset)
     prog.first, prog.pos = first, pos
     if prog.obj is not None:
         for e, engine in enumerate(ENGINES):
@@ -705,6 +715,8 @@ def _releaser(sem, op, val, hist_ptr, hist_fill, hist_before, hist_after, hist_k
     """The instruction whose update last turned `s{sem} op val` true, or -1 if it held from the start."""
     lo = hist_ptr[sem]
     hi = lo + hist_fill[sem]
+    if op == 0 and val <= 0:
+        return -1  # holds for every value: nothing released it
     if mono[sem]:
         # Only increments so far: the values rise, so the first update that reached val released it.
         a, b = lo, hi

@@ -438,3 +438,13 @@ def test_a_truncated_stream():
     obj.lines["vector"] = [LineEntry(0, 0, 1, 1)]
     with pytest.raises(ObjectFileError, match="truncated"):
         time_program(obj, CFG)
+
+
+def test_an_instruction_in_another_engines_stream():
+    lay = Layout()
+    obj = ObjectFile("k")
+    obj.streams["scalar"] = encode(make("tensor_copy", dst=tile(lay), src=tile(lay), engine="vector"))
+    obj.lines["scalar"] = [LineEntry(0, 0, 1, 1)]
+    with pytest.raises(ObjectFileError, match="byte 1: error: .text.scalar holds an instruction encoded for the"
+                                              " vector engine"):
+        time_program(obj, CFG, "k.o")
