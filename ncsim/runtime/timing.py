@@ -86,6 +86,9 @@ class TimingResult:
     on semaphore edge_sem[e] hold (the last update that turned the condition true).
     HBM traffic: hbm_rate[i] bytes per tick from hbm_time[i] until hbm_time[i + 1] (a step function
     that ends at 0).
+    Semaphores (CSR): the waits of instruction k are rows wait_ptr[k]..wait_ptr[k+1] of wait_sem,
+    wait_op (0 >=, 1 ==) and wait_value, sem_wait's condition last; its updates likewise in
+    signal_ptr, signal_sem, signal_op (0 +=, 1 -=, 2 =) and signal_value, sem_signal's last.
     Footprints (CSR): the operands of instruction k are rows fp_ptr[k]..fp_ptr[k+1] of fp_memory
     (Memory codes), fp_partition, fp_partitions (0 in HBM), fp_lo, fp_hi (bytes [lo, hi) in each
     partition, or of HBM) and fp_access (ACCESS_READ | ACCESS_WRITE).
@@ -113,6 +116,14 @@ class TimingResult:
     edge_sem: np.ndarray
     hbm_time: np.ndarray
     hbm_rate: np.ndarray
+    wait_ptr: np.ndarray
+    wait_sem: np.ndarray
+    wait_op: np.ndarray
+    wait_value: np.ndarray
+    signal_ptr: np.ndarray
+    signal_sem: np.ndarray
+    signal_op: np.ndarray
+    signal_value: np.ndarray
     fp_ptr: np.ndarray
     fp_memory: np.ndarray
     fp_partition: np.ndarray
@@ -1090,6 +1101,8 @@ def _schedule(prog: _Program, flat: _Flat, config: Config, profile: dict[str, fl
         body_opcode=flat.body_opcode, avail=avail, ready=ready, start=start, end=end, done=done, extra_ticks=extra,
         extra_flags=flags, piece_ptr=flat.piece_ptr, piece_instr=p_instr, piece_start=p_start, piece_end=p_end,
         edge_signal=e_sig, edge_wait=e_wait, edge_sem=e_sem, hbm_time=h_time, hbm_rate=h_rate,
+        wait_ptr=wptr, wait_sem=wsem, wait_op=wop, wait_value=wval, signal_ptr=sptr, signal_sem=ssem, signal_op=sop,
+        signal_value=sval,
         fp_ptr=flat.fp[0], fp_memory=flat.fp[1], fp_partition=flat.fp[2], fp_partitions=flat.fp[3],
         fp_lo=flat.fp[4], fp_hi=flat.fp[5], fp_access=flat.fp[6], _piece_body=p_row, _piece_table=flat.piece_table,
         _program=prog)

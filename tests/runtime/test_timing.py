@@ -5,11 +5,14 @@ semaphores, determinism, deadlocks and bad objects. docs/timing.md states what i
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ncsim import isa
 from ncsim.asm.assembler import assemble, assemble_file
@@ -17,6 +20,7 @@ from ncsim.asm.fields import SemOp
 from ncsim.asm.instruction import Instruction, encode
 from ncsim.asm.objfile import LineEntry, ObjectFile
 from ncsim.config import Config
+from ncsim.engines.cost import PORT_PSUM, PORT_SBUF
 from ncsim.errors import DeadlockError, ObjectFileError, SimError
 from ncsim.memory.access import Memory
 from ncsim.runtime import timing
@@ -448,3 +452,93 @@ def test_an_instruction_in_another_engines_stream():
     with pytest.raises(ObjectFileError, match="byte 1: error: .text.scalar holds an instruction encoded for the"
                                               " vector engine"):
         time_program(obj, CFG, "k.o")
+
+
+# --------------------------------------------------------------------------- invariants of any schedule
+
+def random_program(draw) -> dict[str, list[Instruction]]:
+    """A random program that cannot deadlock: instruction i of a global order may wait only for
+    counts that instructions before it in that order produce (engine e counts its completions on s{e})."""
+    lay = Layout()
+    pool = {Memory.SBUF: [tile(lay, free=f) for f in (1, 64, 300, 512)] + [lay.tile("f32", 16, 2048)],
+            Memory.PSUM: [tile(lay, free=f, memory=Memory.PSUM) for f in (8, 256)]}
+    hbm = [lay.hbm("f32", 128, 512), lay.hbm("f32", 16, 2048), lay.hbm("f32", 4096)]
+    streams: dict[str, list[Instruction]] = {e: [] for e in timing.ENGINES}
+    produced = dict.fromkeys(timing.ENGINES, 0)
+    for _ in range(draw(st.integers(1, 40))):
+        engine = draw(st.sampled_from(timing.ENGINES))
+        mem = draw(st.sampled_from([Memory.SBUF, Memory.PSUM]))
+        if engine == "tensor":
+            instr = make("nc_matmul", dst=pool[Memory.PSUM][1], stationary=tile(lay, "bf16", 128),
+                         moving=lay.tile("bf16", 128, 256))
+        elif engine == "sync" or (engine == "gpsimd" and draw(st.booleans())):
+            h = draw(st.sampled_from(hbm))
+            t = {0: pool[Memory.SBUF][3], 1: pool[Memory.SBUF][4], 2: lay.tile("f32", 1, 4096)}[hbm.index(h)]
+            dst, src = (t, h) if draw(st.booleans()) else (h, t)
+            instr = make("dma_copy", engine, dst=dst, src=src, queue=draw(st.integers(0, 3)))
+        elif engine == "gpsimd":
+            instr = make("tensor_copy", "gpsimd", dst=draw(st.sampled_from(pool[Memory.SBUF][:4])),
+                         src=draw(st.sampled_from(pool[Memory.SBUF][:4])))
+        elif engine == "scalar":
+            a = draw(st.sampled_from(pool[mem]))
+            instr = make("activation", dst=a, data=draw(st.sampled_from([p for p in pool[mem] if p.shape == a.shape]
+                                                                         or [a])), op="exp")
+        else:
+            a = draw(st.sampled_from(pool[mem][:2]))
+            instr = make("tensor_copy", "vector", dst=a, src=draw(st.sampled_from(pool[Memory.SBUF][:2])))
+        waits = []
+        for other in draw(st.lists(st.sampled_from(timing.ENGINES), max_size=2, unique=True)):
+            if produced[other]:
+                waits.append(f"s{timing.ENGINES.index(other)}>={draw(st.integers(1, produced[other]))}")
+        streams[engine].append(with_sync(instr, wait=tuple(waits), signal=(f"s{timing.ENGINES.index(engine)}+=1",)))
+        produced[engine] += 1
+    return streams
+
+
+def check_schedule(r: timing.TimingResult) -> None:
+    """What every schedule must satisfy, whatever the program."""
+    n_eng = len(timing.ENGINES)
+    assert (r.ready >= r.avail).all() and (r.start >= r.ready).all() and (r.end >= r.start).all()
+    assert (r.done >= r.end).all()
+    for e in range(n_eng):
+        ks = range(int(r.first[e]), int(r.first[e + 1]))
+        for a, b in itertools.pairwise(ks):
+            assert r.avail[b] == r.end[a]  # in order, and as soon as the engine is free
+    # The waits held when an instruction became ready, and not at any earlier instant.
+    updates = [(int(r.done[k]), int(r.signal_sem[j])) for k in range(r.count)
+               for j in range(r.signal_ptr[k], r.signal_ptr[k + 1])]
+
+    def value(s: int, t: int, upto: bool) -> int:  # the programs only increment, by 1
+        return sum(1 for d, s2 in updates if s2 == s and (d <= t if upto else d < t))
+
+    for k in range(r.count):
+        conds = [(int(r.wait_sem[j]), int(r.wait_value[j])) for j in range(r.wait_ptr[k], r.wait_ptr[k + 1])]
+        assert all(value(s, int(r.ready[k]), True) >= v for s, v in conds)
+        if r.ready[k] > r.avail[k]:
+            assert not all(value(s, int(r.ready[k]), False) >= v for s, v in conds)
+    # Ports: no two holders of one port at once.
+    for port in (PORT_SBUF, PORT_PSUM):
+        held = sorted((int(r.start[k]), int(r.end[k])) for k in range(r.count)
+                      if r.body_cost[r.body[k]].ports & port and r.end[k] > r.start[k])
+        assert all(b[0] >= a[1] for a, b in itertools.pairwise(held))
+    # DMA engines move one piece at a time; a piece waits for its latency; queues keep their order.
+    for de in range(CFG.dma_engines):
+        ps = np.flatnonzero(r.piece_engine == de)
+        spans = sorted(zip(r.piece_start[ps], r.piece_end[ps]))
+        assert all(b[0] >= a[1] for a, b in itertools.pairwise(spans))
+        for q in range(CFG.dma_queues_per_engine):
+            qs = ps[r.piece_queue[ps] == q]
+            order = qs[np.lexsort((qs, r.piece_issue[qs]))]
+            assert (np.diff(r.piece_start[order]) > 0).all()
+    assert (r.piece_start >= r.piece_ready).all()
+    for k in np.flatnonzero(np.diff(r.piece_ptr) > 0):
+        assert r.done[k] == r.piece_end[r.pieces_of(int(k))].max()
+    assert (r.hbm_rate <= CFG.hbm_bandwidth / CFG.tick_hz * (1 + 1e-9)).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_random_programs_keep_every_rule(data):
+    streams = random_program(data.draw)
+    r = time_program(streams, CFG)
+    check_schedule(r)
