@@ -542,3 +542,17 @@ def test_random_programs_keep_every_rule(data):
     streams = random_program(data.draw)
     r = time_program(streams, CFG)
     check_schedule(r)
+
+
+def test_an_empty_program_takes_no_time():
+    r = time_program({}, CFG)
+    assert (r.total_ticks, r.count, r.pieces) == (0, 0, 0)
+
+
+def test_the_docs_example_is_current():
+    root = Path(__file__).resolve().parents[2]
+    doc = (root / "docs" / "timing.md").read_text()
+    r = time_program(assemble_file(root / "programs" / "giou.s"), CFG)
+    assert f"r.total_ns                       # {r.total_ns:.1f}\n" in doc
+    assert f"1300 + 16384 / (17 x 0.81) = {1300 + 16384 / (17 * CFG.dma_efficiency(2048)):.1f} ns" in " ".join(
+        doc.split())
