@@ -310,9 +310,22 @@ def _access(instr: Instruction, config: Config) -> tuple[int, str]:
     return worst, text
 
 
+# Costs and sizes beyond this are refused rather than overflow the scheduler's int64 (2**50 ticks
+# are more than 2 days of simulated time; the rules of spec §2 keep real instructions far below).
+LIMIT = 2**50
+
+
+def _refuse(what: str) -> SimError:
+    return SimError(f"this instruction {what}: more than ncsim can time (an engine takes at most"
+                    " 64K free elements per partition)")
+
+
 def describe(instr: Instruction, config: Config) -> InstrCost:
     """The cost record of one instruction: its formula's cycles, its access time, ports and overheads."""
     spec = instr.spec
+    for ap in _tiles(instr):
+        if ap.num_elements * ap.dtype.itemsize > LIMIT:
+            raise _refuse(f"touches {ap.num_elements} elements")
     own: Cost = spec.slots["cost"](instr, config)
     engine = instr.engine
     if spec.mnemonic == "dma_copy":
@@ -321,6 +334,8 @@ def describe(instr: Instruction, config: Config) -> InstrCost:
         return InstrCost(engine, SEMAPHORE, 0, 0, 0, 0, own.formula, 0, False, 0, 0, 0, 0, 0, None)
     tpc = config.ticks_per_cycle(engine)
     compute = own.cycles * tpc
+    if compute > LIMIT:
+        raise _refuse(f"would take {own.cycles} cycles")
     access, access_text = _access(instr, config)
     ticks = max(compute, access)
     formula = f"{own.formula} = {own.cycles} cycles @{_ghz(getattr(config, engine + '_clock_hz'))} = {compute} ticks"
@@ -337,5 +352,7 @@ def describe(instr: Instruction, config: Config) -> InstrCost:
     if spec.mnemonic == "nc_matmul":
         moving = _ap(instr, "moving")
         flops = 2 * moving.partitions * _ap(instr, "stationary").free_elements * moving.free_elements
+        if flops > LIMIT:
+            raise _refuse(f"does {flops} floating-point operations")
     return InstrCost(engine, DATAPATH, own.cycles, compute, access, ticks, formula, own.n, tiny, ports, overhead,
                      config.access_start_cycles * tpc, issue, own.load_stationary * tpc, None, flops)

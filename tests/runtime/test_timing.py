@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ncsim import isa
+from ncsim import dtypes, isa
 from ncsim.asm.assembler import assemble, assemble_file
 from ncsim.asm.fields import SemOp
 from ncsim.asm.instruction import Instruction, encode
@@ -22,7 +22,7 @@ from ncsim.asm.objfile import LineEntry, ObjectFile
 from ncsim.config import Config
 from ncsim.engines.cost import PORT_PSUM, PORT_SBUF
 from ncsim.errors import DeadlockError, ObjectFileError, SimError
-from ncsim.memory.access import Memory
+from ncsim.memory.access import AccessPattern, Memory
 from ncsim.runtime import timing
 from ncsim.runtime.timing import (
     COLD_START,
@@ -556,3 +556,9 @@ def test_the_docs_example_is_current():
     assert f"r.total_ns                       # {r.total_ns:.1f}\n" in doc
     assert f"1300 + 16384 / (17 x 0.81) = {1300 + 16384 / (17 * CFG.dma_efficiency(2048)):.1f} ns" in " ".join(
         doc.split())
+
+
+def test_an_instruction_too_large_to_time_is_refused():
+    huge = AccessPattern(Memory.SBUF, dtypes.FLOAT32, 0, 128, 0, ((1, 2**32 - 1),) * 4)
+    with pytest.raises(SimError, match="touches .* elements: more than ncsim can time"):
+        run(vector=[make("tensor_copy", dst=huge, src=huge)])
