@@ -32,8 +32,7 @@ PORT_USERS = {"vector": (PORT_SBUF | PORT_PSUM), "gpsimd": PORT_SBUF, "scalar": 
 
 BF16, F16, F32 = "bf16", "f16", "f32"
 
-# The package's `cost` decorator, taken before this module's import rebinds that name to the module.
-cost = engines.cost
+cost = engines.cost_function  # the decorator, by a short name
 
 
 @dataclass(frozen=True)

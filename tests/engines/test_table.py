@@ -26,8 +26,9 @@ HERE = Path(__file__).resolve().parent
 
 
 @pytest.mark.parametrize("row", ROWS)
-def test_row_has_semantics_and_reference(row: isa.InstrSpec):
+def test_row_has_semantics_reference_and_cost(row: isa.InstrSpec):
     assert callable(row.slots.get("execute")), f"{row.mnemonic} has no execute function"
+    assert callable(row.slots.get("cost")), f"{row.mnemonic} has no cost function"
     assert callable(row.slots.get("reference")), f"{row.mnemonic} has no plain reference"
 
 
