@@ -124,11 +124,14 @@ def config_cmd(config_file: str | None, sets: tuple[str, ...]) -> None:
 @click.option("--no-check", is_flag=True, help="Do not compare the outputs with the sidecar's reference.")
 @click.option("--trace", "trace", is_flag=False, flag_value="", default=None, metavar="[FILE]",
               help="Write a Perfetto trace (default name: PROGRAM.trace.json).")
+@click.option("--timing-only", is_flag=True,
+              help="Only time the program: no values, inputs, outputs or check (fast, for large programs).")
 @config_file_option
 @set_option
 def run(program: str, input_files: tuple[str, ...], out_file: str | None, seed: int, sidecar: str | None,
-        no_check: bool, trace: str | None, config_file: str | None, sets: tuple[str, ...]) -> None:
-    """Run PROGRAM (.s or .o) on the simulated NeuronCore: compute its outputs and check them.
+        no_check: bool, trace: str | None, timing_only: bool, config_file: str | None,
+        sets: tuple[str, ...]) -> None:
+    """Run PROGRAM (.s or .o) on the simulated NeuronCore: compute its outputs, check them, time it.
 
     Exit status: 0 when the outputs match the reference bit for bit (or there is none), 3 when
     they differ, 1 for an error in the program or its inputs.
@@ -145,32 +148,40 @@ def run(program: str, input_files: tuple[str, ...], out_file: str | None, seed: 
         if name in given:
             raise NcsimError(f"--input gives '{name}' twice")
         given[name] = path
-    progress = _progress_printer() if sys.stderr.isatty() else None
-    result = run_kernel(program, given, config=config, seed=seed,
-                        sidecar=sidecar if sidecar is not None else True, check=not no_check, progress=progress)
+    if timing_only and (given or out_file):
+        raise NcsimError("--timing-only computes no values: it takes no --input and writes no --out")
+    progress = _progress_printer() if sys.stderr.isatty() and not timing_only else None
+    result = run_kernel(program, given, config=config, seed=seed, sidecar=sidecar if sidecar is not None else True,
+                        check=not no_check, values=not timing_only, progress=progress)
     if progress is not None:
         progress(-1, -1)
-    obj = result.machine.obj
-    counts = instruction_counts(obj)
-    click.echo(f"{program}: kernel {obj.kernel}, {sum(counts.values())} instructions ({format_counts(counts)})")
+    counts = instruction_counts(result.obj)
+    click.echo(f"{program}: kernel {result.kernel}, {sum(counts.values())} instructions ({format_counts(counts)})")
     origins = Counter(result.input_origin.values())
     if origins:
         click.echo("inputs: " + "; ".join(
             f"{', '.join(n for n, o in result.input_origin.items() if o == origin)} from {origin}" for origin in origins))
     for w in result.warnings:
         click.echo(w, err=True)
-    click.echo(f"simulated {result.instructions} instructions in {result.seconds:.2f} s of host time")
-    out_path = out_file or str(Path(program).with_suffix(".npz"))
+    if timing_only:
+        click.echo(f"timed {result.instructions} instructions in {result.timing_seconds:.2f} s of host time"
+                   " (--timing-only: no values)")
+    else:
+        click.echo(f"simulated {result.instructions} instructions: values in {result.seconds:.2f} s, timing in"
+                   f" {result.timing_seconds:.2f} s of host time")
     if result.outputs:
+        out_path = out_file or str(Path(program).with_suffix(".npz"))
         save_outputs(out_path, result)
         shapes = ", ".join(f"{n} {a.dtype}{list(a.shape)}" for n, a in result.outputs.items())
         click.echo(f"outputs: {shapes} -> {out_path}")
     if result.check is not None:
         click.echo(result.check.report())
-    elif not no_check:
+    elif not no_check and not timing_only:
         click.echo("no reference to check against (a sidecar with reference() gives one)")
+    t = result.timing
+    click.echo(f"simulated time: {t.total_ns / 1000:.3f} us ({t.total_ticks} ticks of {config.tick_hz / 1e9:g} GHz)")
     if trace is not None:
-        click.echo("note: no trace written: the timing model is not part of this version yet", err=True)
+        click.echo("note: no trace written: the trace writer is not part of this version yet", err=True)
     if result.check is not None and not result.check.ok:
         sys.exit(3)
 

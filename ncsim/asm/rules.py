@@ -75,6 +75,10 @@ def _check(instr: Instruction, config: Config) -> None:
         if m != "dma_copy" and ap.on_chip and not partition_start_ok(ap.partition, ap.partitions):
             raise AsmError(f"operand '{name}' starts at partition {ap.partition} with {ap.partitions} partitions:"
                            " more than 64 partitions start at 0; 33 to 64 at 0 or 64; up to 32 at 0, 32, 64 or 96")
+    if m == "dma_copy" and instr.operands["dst"].num_elements != instr.operands["src"].num_elements:
+        dst, src = instr.operands["dst"], instr.operands["src"]
+        raise AsmError(f"dma_copy: 'dst' has {dst.num_elements} elements ({list(dst.shape)}) and 'src' has"
+                       f" {src.num_elements} ({list(src.shape)}): a DMA copies element for element")
     if m == "dma_copy" and instr.operands["queue"] >= config.dma_queues_per_engine:
         raise AsmError(f"dma_copy: queue {instr.operands['queue']} does not exist; each DMA engine has"
                        f" {config.dma_queues_per_engine} queues")

@@ -266,7 +266,7 @@ def local_gather(instr: Instruction, config: Config) -> Cost:
 def dma_copy(instr: Instruction, config: Config) -> Cost:
     dst, src = _ap(instr, "dst"), _ap(instr, "src")
     if dst.num_elements != src.num_elements:
-        raise SimError(f"'dst' has {dst.num_elements} elements ({list(dst.shape)}) and 'src' has"
+        raise SimError(f"dma_copy: 'dst' has {dst.num_elements} elements ({list(dst.shape)}) and 'src' has"
                        f" {src.num_elements} ({list(src.shape)}): a DMA copies element for element")
     plan = plan_transfer(dst, src, instr.operands["queue"], config)
     return Cost(0, "issue: 0 cycles; transfer: " + plan.formula(config), 0, transfer=plan)

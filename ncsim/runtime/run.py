@@ -28,11 +28,13 @@ from ncsim.errors import NcsimError
 from ncsim.runtime import inputs as inputs_mod
 from ncsim.runtime.check import CheckResult, compare
 from ncsim.runtime.machine import Machine
+from ncsim.runtime.timing import TimingResult, time_program
 
 
 @dataclass
 class RunResult:
     kernel: str
+    obj: ObjectFile = field(repr=False)
     outputs: dict[str, np.ndarray]  # every `out`/`inout` HBM tensor after the run, by name
     inputs: dict[str, np.ndarray]
     input_origin: dict[str, str]  # where each input came from
@@ -40,7 +42,9 @@ class RunResult:
     warnings: list[str]
     instructions: int
     seconds: float  # host time of the functional simulation
-    machine: Machine = field(repr=False)
+    machine: Machine | None = field(repr=False)  # the functional machine; None with values=False
+    timing: TimingResult | None = field(default=None, repr=False)  # when and how long, by the timing model
+    timing_seconds: float = 0.0  # host time of the timing model
 
 
 def load_program(program: str | Path | ObjectFile, config: Config) -> tuple[ObjectFile, str, bool]:
@@ -57,15 +61,28 @@ def load_program(program: str | Path | ObjectFile, config: Config) -> tuple[Obje
 
 def run(program: str | Path | ObjectFile, inputs: Mapping[str, Any] | None = None, *,
         config: Config | None = None, seed: int = 0, sidecar: str | Path | bool = True,
-        check: bool = True, progress: Callable[[int, int], None] | None = None) -> RunResult:
+        check: bool = True, timing: bool = True, values: bool = True,
+        progress: Callable[[int, int], None] | None = None) -> RunResult:
     """Run `program` (a .s or .o path, or an ObjectFile) on a simulated NeuronCore-v2.
 
     inputs: arrays or .npy paths by input name; the rest come from the sidecar's inputs(seed), else
     seeded random values. sidecar: True to use the file beside the program (NAME.py), a path, or False.
     check: compare the outputs with the sidecar's reference(**inputs), when it has one.
+    timing: time the program (`result.timing`, a TimingResult). values: compute the values; with
+    values=False (the CLI's --timing-only) there are no inputs, outputs or check, only the timing.
     """
     config = config or Config()
     obj, name, from_object = load_program(program, config)
+    timed = None
+    if timing:
+        # Timing first: it needs no values, and a deadlock it finds is reported with simulated times.
+        start = time.perf_counter()
+        timed = time_program(obj, config, name)
+        timing_seconds = time.perf_counter() - start
+    if not values:
+        if timed is None:
+            raise ValueError("run(values=False) needs timing=True: there would be nothing to do")
+        return RunResult(obj.kernel, obj, {}, {}, {}, None, [], timed.count, 0.0, None, timed, timing_seconds)
     if sidecar is True:
         side_path = None if isinstance(program, ObjectFile) else inputs_mod.find_sidecar(program)
     elif sidecar is False:
@@ -92,14 +109,14 @@ def run(program: str | Path | ObjectFile, inputs: Mapping[str, Any] | None = Non
     if check and side.has_reference:
         expected = inputs_mod.reference_outputs(obj, side, arrays)
         result_check = compare(outs, outputs, expected)
-    return RunResult(obj.kernel, outputs, arrays, origin, result_check, machine.warnings(), machine.total, seconds,
-                     machine)
+    return RunResult(obj.kernel, obj, outputs, arrays, origin, result_check, machine.warnings(), machine.total, seconds,
+                     machine, timed, timing_seconds if timed is not None else 0.0)
 
 
 def save_outputs(path: str | Path, result: RunResult) -> None:
     """Write the outputs as an .npz, one array per output by name; bf16 and fp8 outputs are
     widened to float32 exactly (numpy cannot name the ml_dtypes types in a file)."""
-    tensors = {t.name: t for t in inputs_mod.output_tensors(result.machine.obj)}
+    tensors = {t.name: t for t in inputs_mod.output_tensors(result.obj)}
     arrays = {n: inputs_mod.as_saved(tensors[n], a) for n, a in result.outputs.items()}
     try:
         with open(path, "wb") as f:

@@ -1143,7 +1143,7 @@ def _deadlock(prog: _Program, flat: _Flat, config: Config, pc: np.ndarray, sems:
     blocked = len(notes)
     notes.append(f"at simulated time {t * 1e9 / config.tick_hz:.1f} ns ({t} ticks) nothing is left running"
                  " that could change a semaphore")
-    return DeadlockError(f"deadlock: {blocked} engine{'s' if blocked != 1 else ''} wait for semaphore values"
+    return DeadlockError(f"deadlock: {blocked} engine{'s wait' if blocked != 1 else ' waits'} for semaphore values"
                          " that no instruction left to run can produce", first_loc, notes=tuple(notes))
 
 

@@ -137,16 +137,19 @@ def test_slice_reads_what_numpy_reads(memory, data):
 @settings(max_examples=100, deadline=None)
 @given(sliced("hbm"), sliced("sbuf"))
 def test_slices_through_the_assembler(hbm, sbuf):
-    """The same through `assemble`: a one-line dma_copy between a slice of HBM and a slice of SBUF."""
+    """The same through `assemble`: dma_copy of a slice of HBM onto itself, and of a slice of SBUF
+    (a DMA's two sides have the same number of elements)."""
     (x, x_text, x_index), (t, t_text, t_index) = hbm, sbuf
-    src = (f".hbm x {x.dtype.short}[{', '.join(map(str, x.shape))}] inout @{x.address}\n"
+    src = (f".sync manual\n"
+           f".hbm x {x.dtype.short}[{', '.join(map(str, x.shape))}] inout @{x.address}\n"
            f".sbuf t {t.dtype.short}[{', '.join(map(str, t.shape))}] @{t.partition}:{t.address}\n"
-           f"dma_copy x{x_text}, t{t_text}, queue=1\n")
+           f"dma_copy x{x_text}, x{x_text}, queue=1\n"
+           f"dma_copy t{t_text}, t{t_text}, queue=2\n")
     asm = Assembler()
     asm.assemble(src, "slices.s")
-    (instr,) = asm.program.instructions
-    check_against_numpy(x, x_index, instr["dst"])
-    check_against_numpy(t, t_index, instr["src"])
+    first, second = asm.program.instructions
+    check_against_numpy(x, x_index, first["dst"])
+    check_against_numpy(t, t_index, second["src"])
 
 
 def test_examples_by_hand():

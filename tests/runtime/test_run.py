@@ -228,8 +228,22 @@ def test_sidecar_that_raises_is_reported_as_the_sidecars(tmp_path):
         ncsim.run(prog)
 
 
-def test_runtime_rule_error_is_placed(tmp_path):
+def test_rule_error_is_placed(tmp_path):
     src = ".hbm x f32[128, 8] in\n.sbuf t f32[128, 4]\ndma_copy t, x\n"
-    with pytest.raises(SimError) as e:
+    with pytest.raises(NcsimError) as e:
         ncsim.run(write(tmp_path, "r.s", src))
     assert e.value.format().startswith("r.s:3:1: error: dma_copy: 'dst' has 512 elements")
+
+
+def test_runtime_rule_error_is_placed(tmp_path):
+    """An offset read at run time is only known to the functional run."""
+    src = """\
+.sbuf t f32[128, 8]
+.sbuf i i32[1, 1]
+memset t, 1.0
+memset i, 100000
+tensor_copy_dynamic_src t, t, i
+"""
+    with pytest.raises(SimError) as e:
+        ncsim.run(write(tmp_path, "r.s", src))
+    assert e.value.format().startswith("r.s:5:1: error: tensor_copy_dynamic_src: 'index' holds offset 100000")
