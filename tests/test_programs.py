@@ -1,7 +1,9 @@
-"""Every program in programs/ assembles to a stable object, recorded in tests/golden/programs.json.
+"""Every program in programs/ assembles to a stable object (tests/golden/programs.json), computes its
+sidecar's reference bit for bit, and takes a recorded simulated time (tests/golden/runs.json).
 
-A change to the encoding, the language or automatic synchronisation shows up as a diff of that file:
-refresh it with `pytest tests/test_programs.py --refresh-golden` and review the diff.
+A change to the encoding, the language, automatic synchronisation, an instruction's arithmetic or the
+cost model shows up as a diff of those files: refresh them with
+`pytest tests/test_programs.py --refresh-golden` and review the diff.
 """
 
 from __future__ import annotations
@@ -73,3 +75,35 @@ def test_sidecar_matches_the_declared_tensors(path):
     assert set(expected) == set(outs)
     for name, array in expected.items():
         assert array.shape == outs[name].shape and array.dtype == outs[name].dtype.storage, name
+
+
+# --- runs: every program computes its reference bit for bit, in a recorded simulated time ----------------
+
+RUNS = Path(__file__).resolve().parent / "golden" / "runs.json"
+
+
+def run_record(path: Path) -> dict:
+    import ncsim
+
+    result = ncsim.run(path, seed=0)
+    assert result.check is not None, f"{path.name}: its sidecar has no reference"
+    assert result.check.ok, f"{path.name}:\n" + result.check.report()
+    return {
+        "simulated_ticks": int(result.timing.total_ticks),
+        "simulated_ns": round(result.timing.total_ns, 1),
+        "outputs_sha256": {name: hashlib.sha256(a.tobytes()).hexdigest() for name, a in result.outputs.items()},
+    }
+
+
+def test_golden_runs(request, monkeypatch):
+    """Outputs (by hash) and simulated time of every program on its sidecar's inputs (seed 0). A change
+    of the cost model or of an instruction's arithmetic shows here as a diff to review:
+    refresh with `pytest tests/test_programs.py --refresh-golden`."""
+    monkeypatch.chdir(ROOT)  # programs are named as a user names them, so errors read the same
+    current = {p.stem: run_record(Path("programs") / p.name) for p in PROGRAMS}
+    if request.config.getoption("--refresh-golden"):
+        RUNS.write_text(json.dumps(current, indent=1, sort_keys=True) + "\n")
+    golden = json.loads(RUNS.read_text())
+    assert sorted(golden) == sorted(current), "programs added or removed: refresh with --refresh-golden"
+    for name, rec in current.items():
+        assert rec == golden[name], f"{name}.s runs differently: refresh with --refresh-golden and review"
