@@ -42,6 +42,8 @@ CANONICAL_NAN = np.uint32(0x7FC00000)
 def canonical(r: np.ndarray) -> np.ndarray:
     """r with every NaN replaced by the canonical quiet NaN (in place when r is writable)."""
     r = np.asarray(r, dtype=F32)
+    if r.size == 0 or not np.isnan(np.minimum.reduce(r, axis=None)):  # a NaN anywhere makes the minimum NaN
+        return r
     nan = np.isnan(r)
     if np.any(nan):
         if not r.flags.writeable or r.ndim == 0:
@@ -55,14 +57,16 @@ def _bits(x: np.ndarray) -> np.ndarray:
 
 
 def _ieee_max(a: np.ndarray, b: np.ndarray, largest: bool) -> np.ndarray:
-    r = np.asarray(np.maximum(a, b) if largest else np.minimum(a, b), dtype=F32)
-    # numpy returns NaN when either is NaN, as IEEE maximum/minimum do; the one case left is a pair
-    # of zeros, where the result's sign must not depend on the operands' order.
-    zero = r == 0
-    if np.any(zero):
-        both = (_bits(a) & _bits(b)) if largest else (_bits(a) | _bits(b))
-        r = np.where(zero & (a == 0) & (b == 0), both.view(F32), r)
-    return np.asarray(r, dtype=F32)
+    a, b = np.broadcast_arrays(np.asarray(a, F32), np.asarray(b, F32))
+    shape = a.shape
+    # numpy's maximum/minimum are several times slower on strided views than on contiguous copies
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    r = np.maximum(a, b) if largest else np.minimum(a, b)
+    # numpy gives NaN when either is NaN, as IEEE maximum/minimum do. Equal operands decide the sign of
+    # a zero by their bits: maximum(-0, +0) = +0 (and of the bits), minimum(-0, +0) = -0 (or).
+    both = (_bits(a) & _bits(b)) if largest else (_bits(a) | _bits(b))
+    np.copyto(r, both.view(F32), where=a == b)
+    return r.reshape(shape)
 
 
 def _bool(x: np.ndarray) -> np.ndarray:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -42,24 +43,26 @@ class AccessPattern:
     offset: int  # bytes: inside each partition on chip; the absolute address in HBM
     dims: tuple[tuple[int, int], ...]  # (step, count) in elements, outermost first
 
-    @property
+    # The derived properties are cached on the (immutable) pattern: the functional machine asks for
+    # them several times per instruction, and loops reuse the same patterns.
+    @cached_property
     def on_chip(self) -> bool:
         return self.memory in ON_CHIP
 
-    @property
+    @cached_property
     def free_shape(self) -> tuple[int, ...]:
         return tuple(c for _, c in self.dims)
 
-    @property
+    @cached_property
     def shape(self) -> tuple[int, ...]:
         """The operand's logical shape: partition dimension first on chip."""
         return ((self.partitions,) if self.on_chip else ()) + self.free_shape
 
-    @property
+    @cached_property
     def free_elements(self) -> int:
         return math.prod(c for _, c in self.dims)
 
-    @property
+    @cached_property
     def num_elements(self) -> int:
         return self.free_elements * (self.partitions if self.on_chip else 1)
 
@@ -73,6 +76,10 @@ class AccessPattern:
 
     def byte_span(self) -> tuple[int, int]:
         """[lo, hi) bytes touched inside one partition (on chip) or in HBM, relative to address 0."""
+        return self._span
+
+    @cached_property
+    def _span(self) -> tuple[int, int]:
         lo = hi = 0
         for step, count in self.dims:
             reach = step * (count - 1)

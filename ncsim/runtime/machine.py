@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -39,8 +40,7 @@ ENGINES = isa.ENGINES
 SEM_MAX = 2**32 - 1
 
 
-@dataclass(frozen=True)
-class Footprint:
+class Footprint(NamedTuple):
     """One read or write of one instruction: `engine` stream, instruction `index` in it."""
 
     engine: str
