@@ -1,0 +1,540 @@
+"""A timed run as Chrome Trace Event JSON, for ui.perfetto.dev (or chrome://tracing).
+
+    from ncsim.runtime.trace import write_trace
+    write_trace(result, "giou.trace.json", obj)   # result = time_program(obj, ...)
+
+Everything is built from the TimingResult's flat arrays after the run (the scheduler records
+nothing for it). The file holds one process, "NeuronCore-v2", and these tracks (threads), in order:
+
+- one per engine (Tensor, Vector, Scalar, GpSimd, Sync): a complete ("X") slice per instruction,
+  named by its mnemonic; its args hold `instr` (engine[index]), `at` (file:line:col), `source`
+  (the source line), `asm` (the instruction as assembly text), `cost` (its formula with the
+  numbers), `sem_wait_ns` and `port_wait_ns`, and `start_tick` / `end_tick` (exact, see below);
+- one per DMA queue in use, "DMA q<N>": a slice per dma_copy from the moment its first piece starts
+  moving to the moment its last piece ends (args: bytes, pieces, achieved GB/s, `queued_ns` from the
+  issue to the first piece). Transfers of one queue can overlap in time (their pieces run on
+  different DMA engines); an overlapping one goes on an extra track "DMA q<N> (2)", ... (slices of
+  one track must nest or be disjoint);
+- one per DMA engine in use, "DMA engine <N>": a slice per transfer piece (bytes, src->dst memory,
+  achieved GB/s); an engine moves one piece at a time, so these never overlap;
+- flows ("s"/"f" pairs, one id per semaphore edge of the result): from the slice whose semaphore
+  update made a wait hold (the signalling instruction, or for a dma_copy its transfer slice: its
+  update applies when the last piece ends) to the instruction that waited (`bp: "e"`: bound to the
+  enclosing slice). Perfetto draws them from the end of the first slice to the start of the second;
+- counters: "HBM bandwidth" in GB/s (the result's hbm_time/hbm_rate step function), and
+  "SBUF live bytes" / "PSUM live bytes" (see `live_bytes`).
+
+Time. Perfetto stores time in integer nanoseconds and rounds `ts` and `dur` (microseconds) to the
+nanosecond separately; slices of one track whose rounded ends passed the next rounded start would be
+dropped as overlapping. So `ts` is the start exact to the picosecond (a tick of 5.6 GHz is 178.57
+ps; round(ts * 5600) is the tick) and `dur` is the end rounded as Perfetto rounds, minus the start
+rounded likewise, in whole nanoseconds: in Perfetto every slice ends at its end rounded to the ns, and
+back-to-back slices stay back to back. The exact ticks are in `start_tick` / `end_tick`.
+
+Determinism: events in a fixed order (time, then a fixed order of construction), fixed number
+formats, no host times or absolute paths (source places are the paths the object recorded), ASCII
+output. Two runs of the same program give byte-identical files.
+
+Size: about 400-500 bytes per instruction (the args) and 150 per DMA piece; 100 000 instructions
+with their pieces make some 80 MB, written in a few seconds. ui.perfetto.dev loads the whole JSON into
+the browser; beyond a few hundred MB (`LARGE_TRACE_BYTES`) it becomes slow or fails: use
+--timeline, or Perfetto's trace_processor, for such runs. `write_trace` returns the size so callers
+can say so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import linecache
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ncsim import isa
+from ncsim.asm.fields import SIGNAL_OPS, WAIT_OPS, APKind, SemOp
+from ncsim.asm.instruction import Instruction
+from ncsim.asm.objfile import ObjectFile
+from ncsim.memory.access import AccessPattern, Memory
+from ncsim.runtime.timing import ACCESS_READ, ACCESS_WRITE, ENGINES, TimingResult
+
+PROCESS = "NeuronCore-v2"
+PID = 1
+ENGINE_TRACKS = ("Tensor", "Vector", "Scalar", "GpSimd", "Sync")  # display names of ENGINES
+LARGE_TRACE_BYTES = 300 * 2**20  # above this, ui.perfetto.dev struggles to open a JSON trace
+# Footprint cells expanded for the live-bytes counters, at most (see live_bytes): beyond this the byte
+# boundaries are coarsened, which over-counts partly used cells but bounds time and memory.
+_LIVE_CELLS_MAX = 4_000_000
+
+
+# --------------------------------------------------------------------------- time
+
+
+def ticks_to_ps(ticks: np.ndarray | int, tick_hz: int) -> np.ndarray:
+    """Ticks as whole picoseconds, rounded to nearest (exact integer arithmetic)."""
+    t = np.asarray(ticks, np.int64)
+    g = math.gcd(10**12, tick_hz)
+    num, den = 10**12 // g, tick_hz // g  # 1250 / 7 at 5.6 GHz
+    if t.size and int(t.max()) * 2 * num + den >= 2**62:  # would overflow int64: Python integers
+        return np.array([(int(x) * 2 * num + den) // (2 * den) for x in t.ravel().tolist()],
+                        np.int64).reshape(t.shape)
+    return (t * (2 * num) + den) // (2 * den)
+
+
+def perfetto_ns(ps: np.ndarray) -> np.ndarray:
+    """The integer ns Perfetto makes of a `ts` written as ps / 10**6 us: llround(us * 1000.0)."""
+    x = (np.asarray(ps, np.int64) / 1e6) * 1000.0
+    r = np.floor(x)
+    return (r + (x - r >= 0.5)).astype(np.int64)
+
+
+def _us(ps: np.ndarray) -> list[str]:
+    """Picoseconds as microseconds with 6 decimals (exact)."""
+    return [f"{p // 1000000}.{p % 1000000:06d}" for p in ps.tolist()]
+
+
+def _us3(ns: np.ndarray) -> list[str]:
+    """Whole nanoseconds as microseconds with 3 decimals (exact)."""
+    return [f"{n // 1000}.{n % 1000:03d}" for n in ns.tolist()]
+
+
+def _ns(ps: np.ndarray) -> list[str]:
+    """Picoseconds as nanoseconds with 3 decimals (exact)."""
+    return [f"{p // 1000}.{p % 1000:03d}" for p in ps.tolist()]
+
+
+# --------------------------------------------------------------------------- derived tables
+
+
+@dataclass(frozen=True)
+class Transfers:
+    """One row per dma_copy that moved data: its instruction, span and where its pieces ran."""
+
+    instr: np.ndarray  # k of the dma_copy
+    start: np.ndarray  # ticks: its first piece started
+    end: np.ndarray  # ticks: its last piece ended (== done[k])
+    queue: np.ndarray
+    bytes: np.ndarray
+    pieces: np.ndarray
+    src: np.ndarray  # Memory codes (of the first piece)
+    dst: np.ndarray
+
+
+def transfers(result: TimingResult) -> Transfers:
+    counts = np.diff(result.piece_ptr)
+    ks = np.nonzero(counts > 0)[0]
+    at = result.piece_ptr[ks]
+    if len(ks) == 0:
+        z = np.zeros(0, np.int64)
+        return Transfers(z, z, z, z, z, z, z, z)
+    return Transfers(
+        instr=ks,
+        start=np.minimum.reduceat(result.piece_start, at),
+        end=np.maximum.reduceat(result.piece_end, at),
+        queue=result.piece_queue[at].astype(np.int64),
+        bytes=np.add.reduceat(result.piece_bytes.astype(np.int64), at),
+        pieces=counts[ks],
+        src=result.piece_src[at].astype(np.int64),
+        dst=result.piece_dst[at].astype(np.int64),
+    )
+
+
+def lanes(queue: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Lane of each interval inside its queue: the first lane whose last interval ended by `start`
+    (greedy in order of start, which uses the fewest lanes); intervals of one lane never overlap."""
+    lane = np.zeros(len(queue), np.int64)
+    free: dict[int, list[int]] = {}  # queue -> end of the last interval of each lane
+    for i in np.lexsort((np.arange(len(queue)), start, queue)).tolist():
+        ends = free.setdefault(int(queue[i]), [])
+        s = int(start[i])
+        for j, e in enumerate(ends):
+            if e <= s:
+                break
+        else:
+            j = len(ends)
+            ends.append(0)
+        ends[j] = int(end[i])
+        lane[i] = j
+    return lane
+
+
+def live_bytes(result: TimingResult, memory: Memory) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes of `memory` (SBUF or PSUM) holding a value still to be read, as a step function:
+    (times in ticks, bytes from each time until the next).
+
+    Built from the footprints (memory, partitions, byte range [lo, hi) per partition) of every
+    operand. The partition and byte boundaries of all footprints cut the memory into cells; a cell's
+    accesses, in order of start time, split into values: a write that does not also read the cell
+    starts a new one. A value is live from the start of its first access (for a dma_copy, from its
+    first piece's start) to the end of its last (for a dma_copy, when its last piece ends): from the
+    write that produces it to the last read that consumes it, so a double-buffered slot is dead
+    between its last read and its next load. Footprints of strided operands are their envelopes
+    (the gaps count). Past `_LIVE_CELLS_MAX` cells the byte boundaries are coarsened (over-counts).
+    """
+    rows = np.nonzero(result.fp_memory == int(memory))[0]
+    if len(rows) == 0:
+        return np.zeros(1, np.int64), np.zeros(1, np.int64)
+    k = np.repeat(np.arange(result.count), np.diff(result.fp_ptr))[rows]
+    p0 = result.fp_partition[rows].astype(np.int64)
+    p1 = p0 + result.fp_partitions[rows]
+    lo = result.fp_lo[rows].astype(np.int64)
+    hi = result.fp_hi[rows].astype(np.int64)
+    pb = np.unique(np.concatenate((p0, p1)))
+    i0, i1 = np.searchsorted(pb, p0), np.searchsorted(pb, p1)
+    granule = 1
+    while True:
+        glo, ghi = lo // granule * granule, -(-hi // granule) * granule
+        bb = np.unique(np.concatenate((glo, ghi)))
+        j0, j1 = np.searchsorted(bb, glo), np.searchsorted(bb, ghi)
+        nj = j1 - j0
+        n = (i1 - i0) * nj
+        if int(n.sum()) <= _LIVE_CELLS_MAX:
+            break
+        granule *= 4
+    # One entry per (footprint, cell).
+    f = np.repeat(np.arange(len(rows)), n)
+    r = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+    cell = (i0[f] + r // nj[f]) * (len(bb) - 1) + j0[f] + r % nj[f]
+    t = transfers(result)
+    first_moved = result.start.copy()
+    first_moved[t.instr] = t.start
+    begin = first_moved[k][f]
+    finish = np.maximum(result.end, result.done)[k][f]
+    acc = result.fp_access[rows][f]
+    pure_write = (acc & ACCESS_WRITE).astype(bool) & ~(acc & ACCESS_READ).astype(bool)
+    order = np.lexsort((k[f], begin, cell))
+    cell, begin, finish, pure_write = cell[order], begin[order], finish[order], pure_write[order]
+    new = pure_write.copy()
+    new[0] = True
+    new[1:] |= cell[1:] != cell[:-1]
+    heads = np.nonzero(new)[0]
+    seg_begin = np.minimum.reduceat(begin, heads)
+    seg_end = np.maximum.reduceat(finish, heads)
+    c = cell[heads]
+    seg_bytes = np.diff(pb)[c // (len(bb) - 1)] * np.diff(bb)[c % (len(bb) - 1)]
+    times = np.concatenate((seg_begin, seg_end, [0]))
+    delta = np.concatenate((seg_bytes, -seg_bytes, [0]))
+    o = np.argsort(times, kind="stable")
+    times, delta = times[o], delta[o]
+    heads = np.nonzero(np.concatenate(([True], times[1:] != times[:-1])))[0]
+    times, level = times[heads], np.cumsum(np.add.reduceat(delta, heads))
+    keep = np.concatenate(([True], level[1:] != level[:-1]))  # only the changes
+    return times[keep], level[keep]
+
+
+# --------------------------------------------------------------------------- text of instructions
+
+_SENTINEL = 9_000_000_000_000_000_000  # 19 digits: byte offsets put into a template, found in its text
+_SEM_SENTINEL = SemOp(987_654_321, "#", 0)
+_IN_MEMORY = (Memory.SBUF, Memory.PSUM, Memory.HBM)  # access patterns with a footprint
+
+
+class _Template:
+    """The text of every instruction of one body: the body's text with its access patterns' byte
+    offsets and its semaphores cut out, filled in from the result's footprints and semaphore lists.
+
+    Instructions of a body differ only there and in constants (timing.py: the body is every byte but
+    those), so one decode per body replaces one per instruction (measured: 48 us per decode and
+    print). Bodies with a constant operand have no template: its value is not in the result."""
+
+    def __init__(self, parts: list[str], aps: int, sem_operand: bool, sep: str):
+        self.parts, self.aps, self.sem_operand, self.sep = parts, aps, sem_operand, sep
+
+    @classmethod
+    def of(cls, instr: Instruction) -> _Template | None:
+        ops = dict(instr.operands)
+        aps, sem_operand = 0, False
+        for operand in instr.spec.operands:
+            value = ops[operand.name]
+            if isinstance(value, AccessPattern) and value.memory in _IN_MEMORY:
+                ops[operand.name] = dataclasses.replace(value, offset=_SENTINEL + aps)
+                aps += 1
+            elif isinstance(value, SemOp):
+                ops[operand.name] = _SEM_SENTINEL
+                sem_operand = True
+            elif isinstance(operand.kind, APKind) and value is not None:
+                return None  # a constant
+        text = str(dataclasses.replace(instr, operands=ops, waits=(), signals=()))
+        parts = []
+        for mark in [f"@{_SENTINEL + j}" for j in range(aps)] + ([str(_SEM_SENTINEL)] if sem_operand else []):
+            if text.count(mark) != 1:
+                return None  # printed in a way this does not know
+            head, text = text.split(mark)
+            parts.append(head + ("@" if mark.startswith("@") else ""))
+        parts.append(text)
+        # The semaphore lists follow the operands after ", ", or the bare mnemonic after " ".
+        sep = ", " if " " in str(dataclasses.replace(instr, waits=(), signals=())) else " "
+        return cls(parts, aps, sem_operand, sep)
+
+    def fill(self, offsets: list[int], sem: str | None, waits: str, signals: str) -> str:
+        fills = [str(o) for o in offsets] + ([sem] if self.sem_operand else [])
+        out = self.parts[0] + "".join(f + p for f, p in zip(fills, self.parts[1:], strict=True))
+        extra = [x for x in (waits and "wait=[" + waits + "]", signals and "signal=[" + signals + "]") if x]
+        return out + self.sep + ", ".join(extra) if extra else out
+
+
+def _sem_texts(sem: np.ndarray, op: np.ndarray, value: np.ndarray, ops: Sequence[str]) -> list[str]:
+    """Each row of a semaphore list as text (`s3>=2`, `s4+=1`), as SemOp prints it."""
+    return [f"s{s}{ops[o]}{v}" for s, o, v in zip(sem.tolist(), op.tolist(), value.tolist(), strict=True)]
+
+
+def instruction_texts(result: TimingResult) -> list[str]:
+    """str(result.instruction(k)) for every k, decoding one instruction per body where it can."""
+    n = result.count
+    texts: list[str] = [""] * n
+    waits = _sem_texts(result.wait_sem, result.wait_op, result.wait_value, WAIT_OPS)
+    signals = _sem_texts(result.signal_sem, result.signal_op, result.signal_value, SIGNAL_OPS)
+    wptr, sptr, fptr = result.wait_ptr.tolist(), result.signal_ptr.tolist(), result.fp_ptr.tolist()
+    flo = result.fp_lo.tolist()
+    order = np.argsort(result.body, kind="stable")
+    bounds = np.nonzero(np.diff(result.body[order]))[0] + 1
+    for ks in np.split(order, bounds):
+        if len(ks) == 0:
+            continue
+        ks = ks.tolist()
+        k0 = ks[0]
+        first = result.instruction(k0)
+        tpl = _Template.of(first)
+        base = flo[fptr[k0]:fptr[k0 + 1]]
+        if tpl is None or len(base) != tpl.aps:
+            for k in ks:
+                texts[k] = str(result.instruction(k))
+            continue
+        offsets0 = [v.offset for v in (first.operands[o.name] for o in first.spec.operands)
+                    if isinstance(v, AccessPattern) and v.memory in _IN_MEMORY]
+        for k in ks:
+            lo = flo[fptr[k]:fptr[k + 1]]
+            offsets = [o + a - b for o, a, b in zip(offsets0, lo, base, strict=True)]
+            w = waits[wptr[k]:wptr[k + 1]]
+            s = signals[sptr[k]:sptr[k + 1]]
+            sem = None
+            if tpl.sem_operand:  # sem_wait's condition is its last wait, sem_signal's update its last signal
+                if first.mnemonic == "sem_wait":
+                    sem, w = w[-1], w[:-1]
+                else:
+                    sem, s = s[-1], s[:-1]
+            texts[k] = tpl.fill(offsets, sem, ", ".join(w), ", ".join(s))
+        # Checked against the decoder on the body's first and last instructions; the decoder wins.
+        if texts[k0] != str(first) or texts[ks[-1]] != str(result.instruction(ks[-1])):
+            for k in ks:
+                texts[k] = str(result.instruction(k))
+    return texts
+
+
+def _places(result: TimingResult, obj: ObjectFile | None) -> tuple[list[str], list[str]]:
+    """(file:line:col, source line) of every instruction; from `obj`'s line table when given (fast),
+    else from result.loc(k) (about 30 us an instruction)."""
+    n = result.count
+    keys: list[tuple[str, int, int] | None] = []
+    if obj is not None:
+        for e, engine in enumerate(ENGINES):
+            entries = obj.lines.get(engine, [])
+            count = int(result.first[e + 1] - result.first[e])
+            for i in range(count):
+                if i < len(entries):
+                    en = entries[i]
+                    path = obj.files[en.file] if en.file < len(obj.files) else obj.kernel
+                    keys.append((path, en.line, en.col))
+                else:
+                    keys.append(None)
+        cache: dict = {}
+        at, src = [""] * n, [""] * n
+        for k, key in enumerate(keys):
+            if key is None:
+                continue
+            hit = cache.get(key)
+            if hit is None:
+                hit = cache[key] = (f"{key[0]}:{key[1]}:{key[2]}", linecache.getline(key[0], key[1]).strip())
+            at[k], src[k] = hit
+        return at, src
+    at, src = [""] * n, [""] * n
+    for k in range(n):
+        loc = result.loc(k)
+        if loc is not None:
+            at[k], src[k] = str(loc), loc.text.strip()
+    return at, src
+
+
+def _formulas(result: TimingResult) -> list[str]:
+    """result.formula(k) for every k, computed once per distinct (body, extra flags, extra ticks)."""
+    if result.count == 0:
+        return []
+    keys = np.stack((result.body, result.extra_flags.astype(np.int64), result.extra_ticks.astype(np.int64)), 1)
+    _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    texts = [result.formula(int(k)) for k in first.tolist()]
+    return [texts[i] for i in inverse.reshape(-1).tolist()]
+
+
+# --------------------------------------------------------------------------- the trace
+
+
+def _q(s: str, cache: dict[str, str]) -> str:
+    out = cache.get(s)
+    if out is None:
+        out = cache[s] = json.dumps(s)
+    return out
+
+
+def trace_text(result: TimingResult, obj: ObjectFile | None = None) -> str:
+    """The trace as JSON text (what write_trace writes). `obj`: the timed ObjectFile, for the kernel's
+    name and a fast source-line lookup; without it the places come from result.loc (slower)."""
+    return "".join(_chunks(result, obj))
+
+
+def trace_dict(result: TimingResult, obj: ObjectFile | None = None) -> dict:
+    """The trace as a JSON-able dict: {"otherData": {...}, "traceEvents": [...]}."""
+    return json.loads(trace_text(result, obj))
+
+
+def write_trace(result: TimingResult, path: str | Path, obj: ObjectFile | None = None) -> int:
+    """Write the trace to `path`; returns its size in bytes (compare with LARGE_TRACE_BYTES)."""
+    size = 0
+    with open(path, "w", encoding="ascii", newline="\n") as f:
+        for chunk in _chunks(result, obj):
+            f.write(chunk)
+            size += len(chunk)
+    return size
+
+
+def _chunks(result: TimingResult, obj: ObjectFile | None):
+    """The JSON text in pieces: header, events (one per line) in order of time, footer."""
+    cfg = result.config
+    hz = cfg.tick_hz
+    n = result.count
+    q: dict[str, str] = {}
+    kernel = obj.kernel if obj is not None else ""
+    other = {"kernel": kernel, "simulator": "ncsim", "core": PROCESS, "tick_hz": hz,
+             "total_ticks": int(result.total_ticks), "total_ns": round(result.total_ns, 3),
+             "time": "ts: the start exact to the ps; dur: the end rounded to the ns as Perfetto does, minus"
+                     " the start likewise; exact ticks in args start_tick/end_tick"}
+    yield '{"otherData":' + json.dumps(other, sort_keys=True, separators=(",", ":")) + ',\n"traceEvents":[\n'
+
+    # Tracks: engines, then DMA queue lanes, then DMA engines.
+    tr = transfers(result)
+    tr_ps0, tr_ps1 = ticks_to_ps(tr.start, hz), ticks_to_ps(tr.end, hz)
+    tr_ns0, tr_ns1 = perfetto_ns(tr_ps0), perfetto_ns(tr_ps1)
+    tr_lane = lanes(tr.queue, tr_ns0, tr_ns1)
+    tracks = [(name, ("engine", e)) for e, name in enumerate(ENGINE_TRACKS)]
+    lane_keys = sorted(set(zip(tr.queue.tolist(), tr_lane.tolist(), strict=True)))
+    tracks += [(f"DMA q{qu}" + (f" ({la + 1})" if la else ""), ("lane", qu, la)) for qu, la in lane_keys]
+    dma_engines = sorted(set(result.piece_engine.tolist()))
+    tracks += [(f"DMA engine {d}", ("dma", d)) for d in dma_engines]
+    tid = {key: i + 1 for i, (_, key) in enumerate(tracks)}
+    meta = [f'{{"name":"process_name","ph":"M","pid":{PID},"args":{{"name":"{PROCESS}"}}}}',
+            f'{{"name":"process_sort_index","ph":"M","pid":{PID},"args":{{"sort_index":0}}}}']
+    for name, key in tracks:
+        meta.append(f'{{"name":"thread_name","ph":"M","pid":{PID},"tid":{tid[key]},"args":{{"name":"{name}"}}}}')
+        meta.append(f'{{"name":"thread_sort_index","ph":"M","pid":{PID},"tid":{tid[key]},'
+                    f'"args":{{"sort_index":{tid[key]}}}}}')
+    yield ",\n".join(meta)
+
+    # Events as (ts in ps, order, text); order breaks ties: a slice's flows right after it.
+    ts_parts: list[np.ndarray] = []
+    ord_parts: list[np.ndarray] = []
+    texts: list[str] = []
+
+    def add(ps: np.ndarray, order: np.ndarray, lines: list[str]) -> None:
+        ts_parts.append(np.asarray(ps, np.int64))
+        ord_parts.append(np.asarray(order, np.int64))
+        texts.extend(lines)
+
+    # Instructions.
+    start_ps, end_ps = ticks_to_ps(result.start, hz), ticks_to_ps(result.end, hz)
+    dur_ns = perfetto_ns(end_ps) - perfetto_ns(start_ps)
+    engine = result.engine.astype(np.int64)
+    names = [_q(isa.BY_OPCODE[int(o)].mnemonic, q) for o in result.body_opcode.tolist()]
+    name_of = [names[b] for b in result.body.tolist()]
+    label = [f"{ENGINES[e]}[{i}]" for e, i in zip(engine.tolist(), result.index.tolist(), strict=True)]
+    at, src = _places(result, obj)
+    asm = instruction_texts(result)
+    cost = _formulas(result)
+    semw = _ns(ticks_to_ps(result.sem_wait, hz))
+    portw = _ns(ticks_to_ps(result.port_wait, hz))
+    ts_s, dur_s = _us(start_ps), _us3(dur_ns)
+    lines = [
+        f'{{"name":{nm},"cat":"instruction","ph":"X","ts":{ts},"dur":{du},"pid":{PID},"tid":{e + 1},'
+        f'"args":{{"instr":"{lb}","at":{_q(a, q)},"source":{_q(s, q)},"asm":{json.dumps(t)},'
+        f'"cost":{_q(c, q)},"sem_wait_ns":{sw},"port_wait_ns":{pw},"start_tick":{t0},"end_tick":{t1}}}}}'
+        for nm, ts, du, e, lb, a, s, t, c, sw, pw, t0, t1 in zip(
+            name_of, ts_s, dur_s, engine.tolist(), label, at, src, asm, cost, semw, portw,
+            result.start.tolist(), result.end.tolist(), strict=True)]
+    # Order: 3 per slice (slice, its outgoing flows, its incoming flows); instructions first.
+    add(start_ps, np.arange(n) * 3, lines)
+
+    # Transfers on their queue lanes.
+    base = 3 * n
+    nt = len(tr.instr)
+    span = np.maximum(tr.end - tr.start, 1)
+    rate = tr.bytes * (hz / 1e9) / span
+    queued = _ns(ticks_to_ps(tr.start - result.start[tr.instr], hz))
+    mem = {m.value: m.label for m in Memory}
+    lines = [
+        f'{{"name":"{mem[a]}->{mem[b]}","cat":"transfer","ph":"X","ts":{ts},"dur":{du},"pid":{PID},'
+        f'"tid":{tid[("lane", qu, la)]},"args":{{"instr":"{label[k]}","at":{_q(at[k], q)},"bytes":{by},'
+        f'"pieces":{pc},"GB/s":{r:.3f},"queued_ns":{qd}}}}}'
+        for ts, du, qu, la, k, by, pc, r, qd, a, b in zip(
+            _us(tr_ps0), _us3(tr_ns1 - tr_ns0), tr.queue.tolist(), tr_lane.tolist(), tr.instr.tolist(),
+            tr.bytes.tolist(), tr.pieces.tolist(), rate.tolist(), queued, tr.src.tolist(), tr.dst.tolist(),
+            strict=True)]
+    add(tr_ps0, base + np.arange(nt) * 3, lines)
+    transfer_of = np.full(n, -1, np.int64)
+    transfer_of[tr.instr] = np.arange(nt)
+
+    # Pieces on their DMA engines.
+    base2 = base + 3 * nt
+    p_ps0, p_ps1 = ticks_to_ps(result.piece_start, hz), ticks_to_ps(result.piece_end, hz)
+    p_rate = result.piece_bytes * (hz / 1e9) / np.maximum(result.piece_end - result.piece_start, 1)
+    lines = [
+        f'{{"name":"{mem[a]}->{mem[b]}","cat":"dma","ph":"X","ts":{ts},"dur":{du},"pid":{PID},'
+        f'"tid":{tid[("dma", d)]},"args":{{"instr":"{label[k]}","queue":{qu},"bytes":{by},"GB/s":{r:.3f}}}}}'
+        for ts, du, d, qu, k, by, r, a, b in zip(
+            _us(p_ps0), _us3(perfetto_ns(p_ps1) - perfetto_ns(p_ps0)), result.piece_engine.tolist(),
+            result.piece_queue.tolist(), result.piece_instr.tolist(), result.piece_bytes.tolist(),
+            p_rate.tolist(), result.piece_src.tolist(), result.piece_dst.tolist(), strict=True)]
+    add(p_ps0, base2 + np.arange(result.pieces), lines)
+
+    # Flows: from the signalling slice (a dma_copy's transfer) to the waiting instruction.
+    sig, wait = result.edge_signal.astype(np.int64), result.edge_wait.astype(np.int64)
+    tr_tid = np.array([tid[("lane", a, b)] for a, b in zip(tr.queue.tolist(), tr_lane.tolist(), strict=True)]
+                      + [0], np.int64)  # a dummy last row keeps the indexing below valid without transfers
+    via = transfer_of[sig]
+    on_lane = via >= 0
+    src_ps = np.where(on_lane, np.append(tr_ps0, 0)[via], start_ps[sig])
+    src_ord = np.where(on_lane, base + 3 * via, 3 * sig) + 1
+    src_tid = np.where(on_lane, tr_tid[via], engine[sig] + 1)
+    fname = [f'"s{s}"' for s in result.edge_sem.tolist()]
+    add(src_ps, src_ord, [
+        f'{{"name":{nm},"cat":"semaphore","ph":"s","ts":{ts},"pid":{PID},"tid":{t},"id":{i}}}'
+        for i, (nm, ts, t) in enumerate(zip(fname, _us(src_ps), src_tid.tolist(), strict=True))])
+    add(start_ps[wait], 3 * wait + 2, [
+        f'{{"name":{nm},"cat":"semaphore","ph":"f","bp":"e","ts":{ts},"pid":{PID},"tid":{t},"id":{i}}}'
+        for i, (nm, ts, t) in enumerate(zip(fname, _us(start_ps[wait]), (engine[wait] + 1).tolist(), strict=True))])
+
+    # Counters.
+    last = base2 + result.pieces
+    h_time, h_rate = (result.hbm_time, result.hbm_rate) if len(result.hbm_time) else ([0], [0.0])  # no DMA: 0
+    h_ps = ticks_to_ps(h_time, hz)
+    gbs = np.asarray(h_rate, float) * (hz / 1e9)
+    add(h_ps, np.full(len(h_ps), last), [
+        f'{{"name":"HBM bandwidth","ph":"C","ts":{ts},"pid":{PID},"args":{{"GB/s":{v:.3f}}}}}'
+        for ts, v in zip(_us(h_ps), gbs.tolist(), strict=True)])
+    for memory in (Memory.SBUF, Memory.PSUM):
+        if not np.any(result.fp_memory == int(memory)):
+            continue
+        times, level = live_bytes(result, memory)
+        c_ps = ticks_to_ps(times, hz)
+        add(c_ps, np.full(len(c_ps), last + 1), [
+            f'{{"name":"{memory.name} live bytes","ph":"C","ts":{ts},"pid":{PID},"args":{{"bytes":{v}}}}}'
+            for ts, v in zip(_us(c_ps), level.tolist(), strict=True)])
+
+    ts_all = np.concatenate(ts_parts)
+    ord_all = np.concatenate(ord_parts)
+    seq = np.arange(len(ts_all))
+    order = np.lexsort((seq, ord_all, ts_all)).tolist()
+    step = 65536
+    for i in range(0, len(order), step):
+        yield ",\n" + ",\n".join([texts[j] for j in order[i:i + step]])
+    yield "\n]}\n"
