@@ -94,5 +94,9 @@ class DeadlockError(SimError):
     """Engines wait on semaphores that no instruction left to run can satisfy."""
 
 
+class RaceError(SimError):
+    """Two instructions on different streams touch the same bytes, one writing, and no semaphore orders them."""
+
+
 class InputError(NcsimError):
     """A kernel input or a sidecar that cannot be used: missing, wrong shape or dtype, unreadable."""

@@ -1,0 +1,437 @@
+"""The report printed after every run: where the time went, and what bounds the kernel.
+
+`report(result)` turns a TimingResult into a `Report` (numbers, for the Python API and tests);
+`Report.format()` is the text the CLI prints. Times are ticks of `config.tick_hz` in the data and
+µs in the text.
+
+Per engine (Tensor, Vector, Scalar, GpSimd, Sync) the run's total time T splits exactly into
+- busy: its instructions' busy time (end - start; a dma_copy or a semaphore instruction takes none);
+- sem wait: ready - avail, waiting for semaphores; `sem_wait_dma` is the part spent waiting for DMA,
+  the rest waited for engines' work. What a wait waited for is its releaser (the instruction whose
+  update, the last one it needed, let it go) if that is a DMA transfer, or an engine instruction
+  that did not itself wait on a semaphore at least as long as it was busy; such an instruction
+  passes on what it waited for, and so on back (a store that waits for a copy that waited for a
+  load waited for the DMA);
+- port wait: start - ready, waiting for the SBUF or PSUM port (spec §2);
+- idle: the rest (before its first instruction could start, after its last one, or no work).
+
+DMA: bytes moved and transfers per direction (hbm->sbuf, sbuf->hbm, sbuf->sbuf, hbm->hbm, ...), with
+the achieved bandwidth both over the whole run (bytes / T) and while moving (bytes / the time during
+which some piece of that direction moved data); the DMA engines' busy share (the sum of the pieces'
+durations / (dma_engines x T)) and their bytes-weighted chunk efficiency; HBM traffic against
+`config.hbm_bandwidth` x T, and the time HBM ran at its cap. Tensor: flops (2 K M N per nc_matmul)
+against `config.tensor_peak_flops` x T; fp32 matmuls run at a quarter of that peak.
+
+Timeline: every instant of the run has an engine busy (C), or else DMA data moving (M), or else a
+transfer waiting out its fixed latency (L): when nothing runs, moves or waits for latency the
+scheduler has nothing left to do, so C + M + L = T.
+
+The verdict, with U(e) = busy(e) / T for the four compute engines, U(dma) = the larger of the DMA
+engines' busy share and the HBM utilisation, and THRESHOLD = 60% ("most of the time"):
+1. Compute-bound, by engine E, if U(E) is the largest of all these and U(E) >= THRESHOLD.
+2. Bandwidth-bound if U(dma) is the largest and U(dma) >= THRESHOLD: "HBM bandwidth" if HBM ran at
+   its cap for at least half the time that DMA data moved (the cap slowed the DMA engines down, so
+   their busy share measures HBM), else "DMA bandwidth" (the DMA engines themselves; their chunk
+   efficiency says whether small chunks are why).
+3. Otherwise nothing is busy most of the time: the kernel waits. Sum the compute engines'
+   semaphore waits by what released them: W(dma) from DMA transfers, W(eng) from other engines.
+   - W(eng) > W(dma): synchronisation (the engines mostly wait on each other's semaphores);
+   - else DMA latency if L >= M (nothing computes or moves while transfers wait out their
+     `dma_latency_ns`), else DMA bandwidth (transfers that nothing overlaps).
+Ties go to the earlier candidate: engines in Tensor, Vector, Scalar, GpSimd order, then the DMA.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass, replace
+
+import numba
+import numpy as np
+
+from ncsim import dtypes, isa
+from ncsim.config import Config
+from ncsim.memory.access import AccessPattern, Memory
+from ncsim.runtime.timing import ENGINES, TimingResult
+
+__all__ = ["THRESHOLD", "DirectionStats", "EngineStats", "Report", "Verdict", "report"]
+
+THRESHOLD = 0.6  # "most of the time": the share of the run from which a resource bounds the kernel
+COMPUTE = ("tensor", "vector", "scalar", "gpsimd")
+_DMA_COPY = isa.BY_MNEMONIC["dma_copy"].opcode
+_NC_MATMUL = isa.BY_MNEMONIC["nc_matmul"].opcode
+_WIDTH = 100  # columns of the text report
+
+
+@dataclass(frozen=True)
+class EngineStats:
+    """One engine's share of the run, in ticks: busy + sem_wait + port_wait + idle = the total."""
+
+    name: str
+    instructions: int
+    busy: int
+    sem_wait: int
+    sem_wait_dma: int  # the part of sem_wait released by a DMA transfer's update
+    port_wait: int
+    idle: int
+
+
+@dataclass(frozen=True)
+class DirectionStats:
+    """The transfers of one direction (source memory -> destination memory)."""
+
+    direction: str  # e.g. "hbm->sbuf"
+    transfers: int
+    bytes: int
+    moving: int  # ticks during which some piece of this direction moved data
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What bounds the kernel: `kind` is "engine", "dma-bandwidth", "hbm-bandwidth", "dma-latency",
+    "synchronisation" or "empty"; `engine` names the engine for "engine"; `text` is the line."""
+
+    kind: str
+    engine: str | None
+    text: str
+
+
+@dataclass(frozen=True)
+class Report:
+    """Where the time of one run went. Times are ticks of config.tick_hz (`ns()` converts)."""
+
+    config: Config
+    total: int
+    engines: tuple[EngineStats, ...]  # in ENGINES order
+    directions: tuple[DirectionStats, ...]
+    transfers: int
+    queues: tuple[int, ...]  # DMA queue numbers used
+    dma_engines_used: int
+    dma_bytes: int
+    dma_piece_ticks: int  # the pieces' durations summed (DMA engine time used)
+    dma_active: int  # ticks during which some piece moved data
+    chunk_efficiency: float  # bytes-weighted efficiency of the pieces (1.0 with no DMA)
+    hbm_bytes: int  # HBM traffic, reads plus writes
+    hbm_capped: int  # ticks during which HBM ran at its cap
+    flops: int
+    fp32_matmuls: int  # nc_matmul instructions with an fp32 operand (4x slower)
+    computing: int  # ticks with some engine busy (C)
+    moving: int  # ticks with no engine busy and DMA data moving (M)
+    latency: int  # ticks with neither: transfers waiting out their latency (L)
+    verdict: Verdict
+
+    # ------------------------------------------------------------------ units and shares
+    def ns(self, ticks: float) -> float:
+        return ticks * 1e9 / self.config.tick_hz
+
+    @property
+    def total_ns(self) -> float:
+        return self.ns(self.total)
+
+    @property
+    def total_us(self) -> float:
+        return self.total_ns / 1000
+
+    def share(self, ticks: float) -> float:
+        """ticks as a fraction of the run (0 for an empty run)."""
+        return ticks / self.total if self.total else 0.0
+
+    def cycles(self, engine: str) -> float:
+        """The run's length in cycles of an engine's clock ("tensor", "vector", "scalar", "gpsimd")."""
+        return self.total / self.config.ticks_per_cycle(engine)
+
+    def engine(self, name: str) -> EngineStats:
+        return self.engines[ENGINES.index(name)]
+
+    @property
+    def dma_busy(self) -> float:
+        """The DMA engines' busy share: piece time / (dma_engines x T)."""
+        return self.share(self.dma_piece_ticks / self.config.dma_engines)
+
+    @property
+    def hbm_utilisation(self) -> float:
+        """HBM traffic / (hbm_bandwidth x T)."""
+        seconds = self.total / self.config.tick_hz
+        return self.hbm_bytes / (self.config.hbm_bandwidth * seconds) if self.total else 0.0
+
+    @property
+    def tensor_utilisation(self) -> float:
+        """flops / (T x tensor_peak_flops): against the bf16/fp16/fp8 peak."""
+        seconds = self.total / self.config.tick_hz
+        return self.flops / (self.config.tensor_peak_flops * seconds) if self.total else 0.0
+
+    def bandwidth(self, d: DirectionStats, while_moving: bool = False) -> float:
+        """Achieved bytes per second of a direction, over the run or while it moved data."""
+        ticks = d.moving if while_moving else self.total
+        return d.bytes * self.config.tick_hz / ticks if ticks else 0.0
+
+    # ------------------------------------------------------------------ text
+    def format(self, title: str | None = None) -> str:
+        cfg = self.config
+        lines = [f"timing report{f': {title}' if title else ''}"]
+        lines.append(f"total    {self.total_ns:.1f} ns = {self.total_us:.3f} µs = {self.total} ticks of"
+                     f" {_hz(cfg.tick_hz)}")
+        clocks: dict[int, list[str]] = {}
+        for e in COMPUTE:
+            clocks.setdefault(getattr(cfg, f"{e}_clock_hz"), []).append(e)
+        parts = [f"{' and '.join(names)} {self.cycles(names[0]):,.0f} at {_hz(hz)}" for hz, names in clocks.items()]
+        lines.append(f"cycles   {'; '.join(parts)}")
+        lines.append("")
+        lines += self.table()
+        lines.append("")
+        lines += self._dma_lines()
+        peak = cfg.tensor_peak_flops
+        caveat = (f"; {self.fp32_matmuls} fp32 matmul{'s' if self.fp32_matmuls != 1 else ''} count against it"
+                  f" but run at a quarter of it ({peak / cfg.fp32_matmul_slowdown / 1e12:.2f} TFLOPS)"
+                  if self.fp32_matmuls else "")
+        lines.append(f"tensor   {self.flops:,} flops = {100 * self.tensor_utilisation:.1f}% of the"
+                     f" {peak / 1e12:.2f} TFLOPS bf16 peak{caveat}")
+        lines.append(f"verdict  {self.verdict.text}")
+        return "\n".join(_wrap(line) for line in lines)
+
+    def table(self) -> list[str]:
+        """The per-engine table: instructions, then busy, semaphore, port waits and idle as µs and %."""
+        head = (f"{'engine':<7}{'instrs':>8}{'busy':>17}{'sem wait':>17}{'on DMA':>8}{'port wait':>17}"
+                f"{'idle':>17}")
+        rows = [head]
+        for s in self.engines:
+            cells = [self._cell(s.busy), self._cell(s.sem_wait), f"{100 * self.share(s.sem_wait_dma):>7.1f}%",
+                     self._cell(s.port_wait), self._cell(s.idle)]
+            rows.append(f"{s.name:<7}{s.instructions:>8}" + "".join(cells))
+        return rows
+
+    def _cell(self, ticks: int) -> str:
+        return f"{self.ns(ticks) / 1000:>10.3f} µs{100 * self.share(ticks):>4.0f}%"
+
+    def _dma_lines(self) -> list[str]:
+        cfg = self.config
+        if not self.transfers:
+            return ["dma      no transfers"]
+        queues = ", ".join(str(q) for q in self.queues)
+        lines = [(f"dma      {self.transfers} transfer{'s' if self.transfers != 1 else ''} on queue"
+                  f"{'s' if len(self.queues) != 1 else ''} {queues} ({self.dma_engines_used} of {cfg.dma_engines}"
+                  f" DMA engines), {_size(self.dma_bytes)}; DMA engines busy {100 * self.dma_busy:.1f}%,"
+                  f" chunk efficiency {100 * self.chunk_efficiency:.0f}%")]
+        for d in self.directions:
+            lines.append(f"  {d.direction:<11}{_size(d.bytes):>11} in {d.transfers:>5} transfers"
+                         f"  {self.bandwidth(d) / 1e9:>7.1f} GB/s over the run,"
+                         f" {self.bandwidth(d, True) / 1e9:>6.1f} GB/s while moving")
+        lines.append(f"  hbm        {_size(self.hbm_bytes):>11} of traffic = {100 * self.hbm_utilisation:.1f}% of"
+                     f" {cfg.hbm_bandwidth / 1e9:g} GB/s over the run; at the cap"
+                     f" {100 * self.share(self.hbm_capped):.1f}% of the time")
+        return lines
+
+
+def _wrap(line: str) -> str:
+    """A line of the report in lines of at most _WIDTH columns, broken after "; " where it can be,
+    continuations indented under its text."""
+    if len(line) <= _WIDTH:
+        return line
+    indent = " " * 11
+    parts = [p + ";" for p in line.split("; ")]
+    parts[-1] = parts[-1][:-1]
+    out, current = [], parts[0]
+    for part in parts[1:]:
+        if len(current) + 1 + len(part) <= _WIDTH:
+            current += " " + part
+        else:
+            out.append(current)
+            current = indent + part
+    out.append(current)
+    return "\n".join(textwrap.fill(p, _WIDTH, subsequent_indent=indent, break_on_hyphens=False) for p in out)
+
+
+def _hz(hz: float) -> str:
+    return f"{hz / 1e9:g} GHz"
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n} B"
+
+
+def _union(starts: np.ndarray, ends: np.ndarray) -> int:
+    """The length of the union of the intervals [starts, ends)."""
+    keep = ends > starts
+    if not keep.any():
+        return 0
+    order = np.argsort(starts[keep], kind="stable")
+    s, e = starts[keep][order].astype(np.int64), ends[keep][order].astype(np.int64)
+    reach = np.maximum.accumulate(e)
+    before = np.concatenate(([s[0]], reach[:-1]))
+    return int(np.maximum(reach - np.maximum(s, before), 0).sum())
+
+
+# --------------------------------------------------------------------------- building it
+
+def report(result: TimingResult) -> Report:
+    """The report of a timed run (see the module docstring for every number and the verdict)."""
+    r, cfg = result, result.config
+    total = int(r.total_ticks)
+    n = r.count
+    is_dma = r.opcode == _DMA_COPY if n else np.zeros(0, bool)
+
+    # What each semaphore wait was for: the releaser that finished last, followed back (see above).
+    releaser = np.full(n, -1, np.int64)
+    if len(r.edge_wait):
+        order = np.lexsort((r.done[r.edge_signal], r.edge_wait))
+        w, sig = r.edge_wait[order], r.edge_signal[order]
+        last = np.flatnonzero(np.r_[w[1:] != w[:-1], True])
+        releaser[w[last]] = sig[last]
+    passes_on = (r.sem_wait > 0) & (r.sem_wait >= r.busy)
+    released_by_dma = _causes(releaser, is_dma, passes_on) == _DMA_CAUSE
+
+    busy, sem, port = r.busy, r.sem_wait, r.port_wait
+    engines = []
+    for e, name in enumerate(ENGINES):
+        lo, hi = int(r.first[e]), int(r.first[e + 1])
+        b, s, p = int(busy[lo:hi].sum()), int(sem[lo:hi].sum()), int(port[lo:hi].sum())
+        s_dma = int(sem[lo:hi][released_by_dma[lo:hi]].sum())
+        engines.append(EngineStats(name, hi - lo, b, s, s_dma, p, total - b - s - p))
+
+    # DMA: per direction, per queue, per DMA engine; the pieces' time and efficiency.
+    dma_k = np.flatnonzero(is_dma)
+    piece_bytes = r.piece_bytes
+    directions = []
+    if r.pieces:
+        src, dst = r.piece_src, r.piece_dst
+        pairs = sorted({(int(a), int(b)) for a, b in zip(src, dst)}, key=lambda p: (p[0] != Memory.HBM, p))
+        first_piece = r.piece_ptr[dma_k][np.diff(r.piece_ptr)[dma_k] > 0]
+        for a, b in pairs:
+            sel = (src == a) & (dst == b)
+            transfers = int(((src[first_piece] == a) & (dst[first_piece] == b)).sum())
+            directions.append(DirectionStats(f"{Memory(a).label}->{Memory(b).label}", transfers,
+                                             int(piece_bytes[sel].sum()),
+                                             _union(r.piece_start[sel], r.piece_end[sel])))
+    queues = tuple(sorted({c.transfer.queue for c in _bodies_used(r) if c.transfer is not None}))
+    eff_num = eff_den = 0.0
+    for c, count in _body_counts(r):
+        if c.transfer is not None:
+            eff_num += count * sum(p.nbytes * p.efficiency for p in c.transfer.pieces)
+            eff_den += count * sum(p.nbytes for p in c.transfer.pieces)
+    cap = cfg.hbm_bandwidth / cfg.tick_hz
+    steps = np.diff(np.r_[r.hbm_time, total]) if len(r.hbm_time) else np.zeros(0)
+    capped = int(steps[r.hbm_rate >= cap * (1 - 1e-9)].sum()) if len(steps) else 0
+
+    # Tensor: flops, and how many matmuls are fp32 (their own peak is a quarter).
+    fp32 = 0
+    for c, count, k in _body_counts(r, with_first=True):
+        if r.body_opcode[r.body[k]] == _NC_MATMUL:
+            ops = r.instruction(k).operands
+            if any(isinstance(ops.get(x), AccessPattern) and ops[x].dtype == dtypes.FLOAT32
+                   for x in ("stationary", "moving")):
+                fp32 += count
+
+    # Timeline: some engine busy; else data moving; else latency.
+    work = r.end > r.start
+    computing = _union(r.start[work], r.end[work])
+    both = _union(np.r_[r.start[work], r.piece_start], np.r_[r.end[work], r.piece_end])
+    rep = Report(
+        config=cfg, total=total, engines=tuple(engines), directions=tuple(directions), transfers=len(dma_k),
+        queues=queues, dma_engines_used=len(np.unique(r.piece_engine)), dma_bytes=int(piece_bytes.sum()),
+        dma_piece_ticks=int((r.piece_end - r.piece_start).sum()), dma_active=_union(r.piece_start, r.piece_end),
+        chunk_efficiency=eff_num / eff_den if eff_den else 1.0, hbm_bytes=int(r.piece_hbm_bytes.sum()),
+        hbm_capped=capped, flops=int(r.flops.sum()), fp32_matmuls=fp32, computing=computing,
+        moving=both - computing, latency=total - both, verdict=Verdict("empty", None, ""))
+    return replace(rep, verdict=verdict(rep))
+
+
+_DMA_CAUSE, _ENGINE_CAUSE = 1, 2
+
+
+@numba.njit(cache=True)
+def _causes(releaser, is_dma, passes_on):
+    """cause[k] of instruction k's semaphore wait: _DMA_CAUSE or _ENGINE_CAUSE (0: it has none).
+    releaser[k] released it; a releaser that is an engine instruction which itself waited at least
+    as long as it was busy (passes_on) passes on its own cause. Memoised along each chain: O(n)."""
+    n = releaser.shape[0]
+    cause = np.zeros(n, np.int8)
+    path = np.empty(n, np.int64)
+    for k in range(n):
+        if releaser[k] < 0 or cause[k] != 0:
+            continue
+        depth = 0
+        cur = k
+        while True:
+            path[depth] = cur
+            depth += 1
+            r = releaser[cur]
+            if is_dma[r]:
+                value = _DMA_CAUSE
+                break
+            if not passes_on[r] or releaser[r] < 0 or depth == n:
+                value = _ENGINE_CAUSE
+                break
+            if cause[r] != 0:
+                value = cause[r]
+                break
+            cur = r
+        for i in range(depth):
+            cause[path[i]] = value
+    return cause
+
+
+def _bodies_used(r: TimingResult):
+    return [r.body_cost[int(b)] for b in np.unique(r.body)]
+
+
+def _body_counts(r: TimingResult, with_first: bool = False):
+    """(cost, instructions of the body[, its first instruction]) for each body of the run."""
+    if not r.count:
+        return []
+    bodies, firsts, counts = np.unique(r.body, return_index=True, return_counts=True)
+    if with_first:
+        return [(r.body_cost[int(b)], int(c), int(k)) for b, k, c in zip(bodies, firsts, counts)]
+    return [(r.body_cost[int(b)], int(c)) for b, c in zip(bodies, counts)]
+
+
+# --------------------------------------------------------------------------- the verdict
+
+def verdict(rep: Report) -> Verdict:
+    """The one-line verdict of the module docstring's rule, with its evidence."""
+    if rep.total == 0:
+        return Verdict("empty", None, "nothing ran: the program takes no time")
+    T = f"{rep.total_us:.1f} µs"
+    pct = lambda x: f"{100 * x:.0f}%"
+    busy = {e: rep.share(rep.engine(e).busy) for e in COMPUTE}
+    top = max(COMPUTE, key=lambda e: busy[e])  # the first of equals: Tensor, Vector, Scalar, GpSimd
+    dma, hbm = rep.dma_busy, rep.hbm_utilisation
+    u_dma = max(dma, hbm)
+    hbm_text = f"HBM at {pct(hbm)} of {rep.config.hbm_bandwidth / 1e9:g} GB/s"
+    dma_text = f"DMA engines busy {pct(dma)}"
+    if busy[top] >= THRESHOLD and busy[top] >= u_dma:
+        return Verdict("engine", top, f"bound by the {_name(top)} engine: busy {pct(busy[top])} of {T};"
+                                      f" {dma_text}, {hbm_text}")
+    others = f"busiest engine {_name(top)} {pct(busy[top])}"
+    if u_dma >= THRESHOLD:
+        if 2 * rep.hbm_capped >= rep.dma_active:
+            return Verdict("hbm-bandwidth", None,
+                           f"bound by HBM bandwidth: {hbm_text} over {T} (at the cap {pct(rep.share(rep.hbm_capped))}"
+                           f" of the time); {dma_text}; {others}")
+        return Verdict("dma-bandwidth", None,
+                       f"bound by DMA bandwidth: {dma_text} of {T} at {pct(rep.chunk_efficiency)} chunk"
+                       f" efficiency; {hbm_text}; {others}")
+    wait_dma = sum(rep.engine(e).sem_wait_dma for e in COMPUTE)
+    wait_eng = sum(rep.engine(e).sem_wait - rep.engine(e).sem_wait_dma for e in COMPUTE)
+    if wait_eng > wait_dma:
+        waits = ", ".join(f"{_name(e)} {pct(rep.share(rep.engine(e).sem_wait - rep.engine(e).sem_wait_dma))}"
+                          for e in COMPUTE if rep.engine(e).sem_wait > rep.engine(e).sem_wait_dma)
+        return Verdict("synchronisation", None,
+                       f"bound by synchronisation: engines wait on each other's semaphores ({waits} of {T})"
+                       f" and none is busy more than {pct(busy[top])}; {dma_text}")
+    if rep.latency >= rep.moving:
+        mean = rep.dma_bytes / rep.transfers if rep.transfers else 0
+        return Verdict("dma-latency", None,
+                       f"bound by DMA latency: for {pct(rep.share(rep.latency))} of {T} nothing computes or moves"
+                       f" while transfers (mean {_size(int(mean))}) wait out their {rep.config.dma_latency_ns} ns;"
+                       f" {dma_text}, {others}")
+    return Verdict("dma-bandwidth", None,
+                   f"bound by DMA bandwidth: for {pct(rep.share(rep.moving))} of {T} only DMA data moves, with"
+                   f" nothing computing beside it; {dma_text} at {pct(rep.chunk_efficiency)} chunk efficiency;"
+                   f" {others}")
+
+
+def _name(engine: str) -> str:
+    return {"gpsimd": "GpSimd"}.get(engine, engine.capitalize())
