@@ -11,7 +11,9 @@ import os
 import sys
 import traceback
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -124,17 +126,21 @@ def config_cmd(config_file: str | None, sets: tuple[str, ...]) -> None:
 @click.option("--no-check", is_flag=True, help="Do not compare the outputs with the sidecar's reference.")
 @click.option("--trace", "trace", is_flag=False, flag_value="", default=None, metavar="[FILE]",
               help="Write a Perfetto trace (default name: PROGRAM.trace.json).")
+@click.option("--timeline", type=click.Path(), default=None, metavar="FILE.png",
+              help="Draw the timeline as a PNG picture.")
 @click.option("--timing-only", is_flag=True,
               help="Only time the program: no values, inputs, outputs or check (fast, for large programs).")
 @config_file_option
 @set_option
 def run(program: str, input_files: tuple[str, ...], out_file: str | None, seed: int, sidecar: str | None,
-        no_check: bool, trace: str | None, timing_only: bool, config_file: str | None,
+        no_check: bool, trace: str | None, timeline: str | None, timing_only: bool, config_file: str | None,
         sets: tuple[str, ...]) -> None:
-    """Run PROGRAM (.s or .o) on the simulated NeuronCore: compute its outputs, check them, time it.
+    """Run PROGRAM (.s or .o) on the simulated NeuronCore: compute its outputs, check them, time it,
+    and report what bounds it.
 
-    Exit status: 0 when the outputs match the reference bit for bit (or there is none), 3 when
-    they differ, 1 for an error in the program or its inputs.
+    Exit status: 0 when the outputs match the reference bit for bit (or there is none) and the
+    program has no races, 3 when the outputs differ, 4 when it has races, 1 for an error in the
+    program or its inputs.
     """
     from ncsim.runtime.run import run as run_kernel
     from ncsim.runtime.run import save_outputs
@@ -178,12 +184,39 @@ def run(program: str, input_files: tuple[str, ...], out_file: str | None, seed: 
         click.echo(result.check.report())
     elif not no_check and not timing_only:
         click.echo("no reference to check against (a sidecar with reference() gives one)")
-    t = result.timing
-    click.echo(f"simulated time: {t.total_ns / 1000:.3f} us ({t.total_ticks} ticks of {config.tick_hz / 1e9:g} GHz)")
+    click.echo("")
+    click.echo(result.report.format(title=f"{program} (kernel {result.kernel})"))
     if trace is not None:
-        click.echo("note: no trace written: the trace writer is not part of this version yet", err=True)
+        from ncsim.runtime.trace import LARGE_TRACE_BYTES, write_trace
+
+        trace_path = trace or str(Path(program).with_suffix(".trace.json"))
+        size = _write(trace_path, lambda: write_trace(result.timing, trace_path, result.obj))
+        click.echo(f"trace: {trace_path} ({size / 1e6:.1f} MB; open it in https://ui.perfetto.dev)")
+        if size > LARGE_TRACE_BYTES:
+            click.echo(f"note: the trace is over {LARGE_TRACE_BYTES / 1e6:.0f} MB; Perfetto may be slow to open it",
+                       err=True)
+    if timeline is not None:
+        from ncsim.runtime.timeline import write_timeline
+
+        _write(timeline, lambda: write_timeline(result.timing, timeline, result.obj))
+        click.echo(f"timeline: {timeline}")
+    status = 0
+    if result.races:
+        click.echo(result.races.error().format(), err=True)
+        click.echo(result.races.format(), err=True)
+        status = 4
     if result.check is not None and not result.check.ok:
-        sys.exit(3)
+        status = 3
+    if status:
+        sys.exit(status)
+
+
+def _write(path: str, write: Callable[[], Any]) -> Any:
+    """Run a writer of `path`, turning a file-system failure into an NcsimError that names the file."""
+    try:
+        return write()
+    except OSError as e:
+        raise NcsimError(f"cannot write: {e.strerror}", file=path) from None
 
 
 def _progress_printer():

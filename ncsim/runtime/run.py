@@ -6,6 +6,9 @@
     print(result.check.report())                           # "bit-exact: 262144 of 262144 elements (out)"
     result = ncsim.run("k.s", inputs={"x": my_array})      # or {"x": "x.npy"}
 
+    print(result.report.format())                          # the timing report and its verdict
+    result.races                                           # a RaceReport: unordered accesses, if any
+
 `ncsim run` on the command line is this function plus printing. Errors a user can cause (a malformed
 program, a bad input, a rule broken at run time, a deadlock) raise `ncsim.errors.NcsimError`.
 """
@@ -28,6 +31,9 @@ from ncsim.errors import NcsimError
 from ncsim.runtime import inputs as inputs_mod
 from ncsim.runtime.check import CheckResult, compare
 from ncsim.runtime.machine import Machine
+from ncsim.runtime.races import RaceReport, find_races
+from ncsim.runtime.report import Report
+from ncsim.runtime.report import report as make_report
 from ncsim.runtime.timing import TimingResult, time_program
 
 
@@ -45,6 +51,14 @@ class RunResult:
     machine: Machine | None = field(repr=False)  # the functional machine; None with values=False
     timing: TimingResult | None = field(default=None, repr=False)  # when and how long, by the timing model
     timing_seconds: float = 0.0  # host time of the timing model
+    races: RaceReport | None = None  # instructions that touch the same bytes unordered; None untimed
+
+    @property
+    def report(self) -> Report:
+        """The timing report: where the time went and what bounds the kernel (needs timing)."""
+        if self.timing is None:
+            raise ValueError("this run was not timed: run(..., timing=True)")
+        return make_report(self.timing)
 
 
 def load_program(program: str | Path | ObjectFile, config: Config) -> tuple[ObjectFile, str, bool]:
@@ -79,10 +93,12 @@ def run(program: str | Path | ObjectFile, inputs: Mapping[str, Any] | None = Non
         start = time.perf_counter()
         timed = time_program(obj, config, name)
         timing_seconds = time.perf_counter() - start
+        races = find_races(timed)
     if not values:
         if timed is None:
             raise ValueError("run(values=False) needs timing=True: there would be nothing to do")
-        return RunResult(obj.kernel, obj, {}, {}, {}, None, [], timed.count, 0.0, None, timed, timing_seconds)
+        return RunResult(obj.kernel, obj, {}, {}, {}, None, [], timed.count, 0.0, None, timed, timing_seconds,
+                         races)
     if sidecar is True:
         side_path = None if isinstance(program, ObjectFile) else inputs_mod.find_sidecar(program)
     elif sidecar is False:
@@ -110,7 +126,7 @@ def run(program: str | Path | ObjectFile, inputs: Mapping[str, Any] | None = Non
         expected = inputs_mod.reference_outputs(obj, side, arrays)
         result_check = compare(outs, outputs, expected)
     return RunResult(obj.kernel, obj, outputs, arrays, origin, result_check, machine.warnings(), machine.total, seconds,
-                     machine, timed, timing_seconds if timed is not None else 0.0)
+                     machine, timed, timing_seconds if timed is not None else 0.0, races if timed is not None else None)
 
 
 def save_outputs(path: str | Path, result: RunResult) -> None:

@@ -3,6 +3,7 @@ check and its mismatch report; clear errors for bad inputs, broken rules and dea
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -247,3 +248,77 @@ tensor_copy_dynamic_src t, t, i
     with pytest.raises(SimError) as e:
         ncsim.run(write(tmp_path, "r.s", src))
     assert e.value.format().startswith("r.s:5:1: error: tensor_copy_dynamic_src: 'index' holds offset 100000")
+
+
+# --- timing: the report, the trace, the timeline, races -------------------------------------------------
+
+def test_cli_run_reports_and_writes_trace_and_timeline(cli, tmp_path):  # noqa: F811
+    write(tmp_path, "add.s", ADD)
+    write(tmp_path, "add.py", SIDECAR)
+    res = cli("run", "add.s", "--trace", "--timeline", "add.png")
+    assert res.code == 0, res.err
+    assert "timing report: add.s (kernel add)" in res.out
+    assert re.search(r"^verdict  bound by ", res.out, re.MULTILINE), res.out
+    assert "trace: add.trace.json (" in res.out and "timeline: add.png" in res.out
+    trace = json.loads((tmp_path / "add.trace.json").read_text())
+    names = {e.get("name") for e in trace["traceEvents"]}
+    assert {"tensor_tensor", "dma_copy"} <= names
+    assert (tmp_path / "add.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    res = cli("run", "add.s", "--trace", "named.json")
+    assert res.code == 0 and (tmp_path / "named.json").exists()
+
+
+def test_trace_is_identical_when_repeated(cli, tmp_path):  # noqa: F811
+    write(tmp_path, "add.s", ADD)
+    assert cli("run", "add.s", "--trace", "a.json").code == 0
+    assert cli("run", "add.s", "--trace", "b.json").code == 0
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+
+
+def test_timing_only(cli, tmp_path):  # noqa: F811
+    write(tmp_path, "add.s", ADD)
+    res = cli("run", "add.s", "--timing-only")
+    assert res.code == 0, res.err
+    assert "(--timing-only: no values)" in res.out and "verdict" in res.out
+    assert not (tmp_path / "add.npz").exists()
+    res = cli("run", "add.s", "--timing-only", "-i", "x1=x.npy")
+    assert res.code == 1 and "--timing-only computes no values" in res.err
+    result = ncsim.run(Path("add.s"), values=False)
+    assert result.outputs == {} and result.machine is None and result.timing.total_ticks > 0
+
+
+RACY = """\
+.sync manual
+.hbm x f32[128, 64] in
+.hbm y f32[128, 64] out
+.sbuf a f32[128, 64]
+.sbuf b f32[128, 64]
+dma_copy a, x, signal=[s1+=1]
+tensor_tensor b, a, a, add
+dma_copy y, b, wait=[s1>=1]
+"""
+
+
+def test_a_race_is_reported_and_exits_4(cli, tmp_path):  # noqa: F811
+    write(tmp_path, "r.s", RACY)
+    result = ncsim.run(Path("r.s"))
+    assert result.races and result.races.total >= 1
+    res = cli("run", "r.s")
+    assert res.code == 4
+    # the functional run happened to run the read first (it reads unwritten memory): a race's values
+    # depend on timing; the race report names both lines
+    assert "r.s:7:1: error: race on sbuf" in res.err, res.err
+    assert "r.s:6:1" in res.err
+    # ordered by the semaphore, it is race-free
+    fixed = RACY.replace("tensor_tensor b, a, a, add", "tensor_tensor b, a, a, add, wait=[s1>=1], signal=[s2+=1]")
+    fixed = fixed.replace("dma_copy y, b, wait=[s1>=1]", "dma_copy y, b, wait=[s2>=1]")
+    write(tmp_path, "ok.s", fixed)
+    assert not ncsim.run(Path("ok.s")).races
+    assert cli("run", "ok.s").code == 0
+
+
+def test_deadlock_is_reported_with_simulated_time(tmp_path):
+    src = ".sync manual\n.sbuf t f32[128, 8]\nmemset t, 0.0\nsem_wait s4>=1, engine=scalar\n"
+    with pytest.raises(DeadlockError) as e:
+        ncsim.run(write(tmp_path, "d.s", src))
+    assert "at simulated time" in e.value.format()
