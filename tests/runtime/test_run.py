@@ -307,8 +307,8 @@ def test_a_race_is_reported_and_exits_4(cli, tmp_path):  # noqa: F811
     assert res.code == 4
     # the functional run happened to run the read first (it reads unwritten memory): a race's values
     # depend on timing; the race report names both lines
-    assert "r.s:7:1: error: race on sbuf" in res.err, res.err
-    assert "r.s:6:1" in res.err
+    assert "r.s:6:1: error: race on sbuf partitions 0..127" in res.err, res.err
+    assert "note: r.s:7:1: tensor_tensor b, a, a, add" in res.err
     # ordered by the semaphore, it is race-free
     fixed = RACY.replace("tensor_tensor b, a, a, add", "tensor_tensor b, a, a, add, wait=[s1>=1], signal=[s2+=1]")
     fixed = fixed.replace("dma_copy y, b, wait=[s1>=1]", "dma_copy y, b, wait=[s2>=1]")
