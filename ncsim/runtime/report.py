@@ -399,7 +399,7 @@ def verdict(rep: Report) -> Verdict:
     top = max(COMPUTE, key=lambda e: busy[e])  # the first of equals: Tensor, Vector, Scalar, GpSimd
     dma, hbm = rep.dma_busy, rep.hbm_utilisation
     u_dma = max(dma, hbm)
-    hbm_text = f"HBM at {pct(hbm)} of {rep.config.hbm_bandwidth / 1e9:g} GB/s"
+    hbm_text = f"HBM {pct(hbm)} of {rep.config.hbm_bandwidth / 1e9:g} GB/s"
     dma_text = f"DMA engines busy {pct(dma)}"
     if busy[top] >= THRESHOLD and busy[top] >= u_dma:
         return Verdict("engine", top, f"bound by the {_name(top)} engine: busy {pct(busy[top])} of {T};"

@@ -20,7 +20,8 @@ from ncsim.runtime.timing import ENGINES, time_program
 from tests.engines.harness import Layout, const, make
 
 CFG = Config()
-PROGRAMS = sorted(Path(__file__).resolve().parents[2].glob("programs/*.s"))
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAMS = sorted(ROOT.glob("programs/*.s"))
 LATENCY = round(CFG.dma_latency_ns * CFG.tick_hz / 1e9)
 
 
@@ -59,7 +60,7 @@ def test_every_program_adds_up_and_fits_100_columns(path):
 
 
 def test_giou_is_bound_by_the_vector_engine():
-    r = time_program(assemble_file(PROGRAMS[0].parent / "giou.s"), CFG)
+    r = time_program(assemble_file(ROOT / "programs" / "giou.s"), CFG)
     rep = report(r)
     vector = rep.engine("vector")
     assert rep.verdict.kind == "engine" and rep.verdict.engine == "vector"
@@ -69,6 +70,9 @@ def test_giou_is_bound_by_the_vector_engine():
     assert rep.transfers == 48 and rep.queues == (0, 1, 2) and rep.dma_bytes == 9 * 2**20
     assert [d.direction for d in rep.directions] == ["hbm->sbuf", "sbuf->hbm"]
     assert rep.flops == 0 and rep.fp32_matmuls == 0
+    line = f"verdict  {rep.verdict.text}"
+    assert line in rep.format().splitlines()  # it fits on one line
+    assert f"```\n{line}\n```" in (ROOT / "docs" / "timing.md").read_text(), "docs/timing.md shows another verdict"
 
 
 # --------------------------------------------------------------------------- purpose-built programs
