@@ -31,15 +31,25 @@ ps; round(ts * 5600) is the tick) and `dur` is the end rounded as Perfetto round
 rounded likewise, in whole nanoseconds: in Perfetto every slice ends at its end rounded to the ns, and
 back-to-back slices stay back to back. The exact ticks are in `start_tick` / `end_tick`.
 
-Determinism: events in a fixed order (time, then a fixed order of construction), fixed number
-formats, no host times or absolute paths (source places are the paths the object recorded), ASCII
-output. Two runs of the same program give byte-identical files.
+Instructions that take no engine time (a dma_copy's issue, sem_wait, sem_signal) are slices of zero
+duration; several at one nanosecond on one track show nested in Perfetto, which stacks them like
+instants. Events are written in the order in which Perfetto's importer reads them (see _chunks), so
+each flow binds to its own slice even among slices of one nanosecond; tests/runtime/test_trace.py
+replays the importer's rules on every program.
 
-Size: about 400-500 bytes per instruction (the args) and 150 per DMA piece; 100 000 instructions
-with their pieces make some 80 MB, written in a few seconds. ui.perfetto.dev loads the whole JSON into
-the browser; beyond a few hundred MB (`LARGE_TRACE_BYTES`) it becomes slow or fails: use
---timeline, or Perfetto's trace_processor, for such runs. `write_trace` returns the size so callers
-can say so.
+Determinism: that order is total (time, then fixed keys, then order of construction), numbers have
+fixed formats, and nothing depends on the host (no host times, no absolute paths: source places are
+the paths the object recorded; ASCII output). Two runs of the same program give identical bytes.
+
+Size and speed (measured on the project's 2-core machine): about 650 bytes per instruction (its
+args) and 190 per DMA piece. programs/giou.s (560 instructions, 768 pieces): 0.5 MB in 0.03 s; the
+tiled matmul of tools/bench_timing.py with --blocks 170 (100 704 instructions, 196 864 pieces):
+96 MB in 2.5 s; its default (303 168 instructions, 590 848 pieces): 290 MB in 7.8 s. Give the
+timed ObjectFile: without it each source place costs a result.loc(k) call (about 30 us). The text of
+bodies with a constant operand (activation's bias, tensor_scalar's scalars) is decoded per
+instruction (about 50 us each): their constants are not in the result. ui.perfetto.dev loads a JSON
+trace into the browser's memory and struggles beyond a few hundred MB (`LARGE_TRACE_BYTES`, compare
+with what write_trace returns): for such runs use --timeline, or Perfetto's trace_processor.
 """
 
 from __future__ import annotations
@@ -325,36 +335,32 @@ def instruction_texts(result: TimingResult) -> list[str]:
 
 
 def _places(result: TimingResult, obj: ObjectFile | None) -> tuple[list[str], list[str]]:
-    """(file:line:col, source line) of every instruction; from `obj`'s line table when given (fast),
-    else from result.loc(k) (about 30 us an instruction)."""
+    """(file:line:col, source line) of every instruction, as result.loc(k) gives them; read from
+    `obj`'s line table when given (fast), else through result.loc (about 30 us an instruction)."""
     n = result.count
-    keys: list[tuple[str, int, int] | None] = []
-    if obj is not None:
-        for e, engine in enumerate(ENGINES):
-            entries = obj.lines.get(engine, [])
-            count = int(result.first[e + 1] - result.first[e])
-            for i in range(count):
-                if i < len(entries):
-                    en = entries[i]
-                    path = obj.files[en.file] if en.file < len(obj.files) else obj.kernel
-                    keys.append((path, en.line, en.col))
-                else:
-                    keys.append(None)
-        cache: dict = {}
-        at, src = [""] * n, [""] * n
-        for k, key in enumerate(keys):
-            if key is None:
-                continue
-            hit = cache.get(key)
-            if hit is None:
-                hit = cache[key] = (f"{key[0]}:{key[1]}:{key[2]}", linecache.getline(key[0], key[1]).strip())
-            at[k], src[k] = hit
-        return at, src
     at, src = [""] * n, [""] * n
-    for k in range(n):
-        loc = result.loc(k)
-        if loc is not None:
-            at[k], src[k] = str(loc), loc.text.strip()
+    if obj is None:
+        for k in range(n):
+            loc = result.loc(k)
+            if loc is not None:
+                at[k], src[k] = str(loc), loc.text.strip()
+        return at, src
+    cache: dict[tuple[str, int, int], tuple[str, str]] = {}
+    k = 0
+    for e, engine in enumerate(ENGINES):
+        entries = obj.lines.get(engine, [])
+        for i in range(int(result.first[e + 1] - result.first[e])):
+            if i < len(entries) and entries[i].file < len(obj.files):
+                en = entries[i]
+                key = (obj.files[en.file], en.line, en.col)
+                hit = cache.get(key)
+                if hit is None:
+                    hit = cache[key] = (f"{key[0]}:{key[1]}:{key[2]}", linecache.getline(key[0], key[1]).strip())
+                at[k], src[k] = hit
+            elif i < len(entries):  # a file the object does not name: the path time_program was given
+                loc = result.loc(k)
+                at[k], src[k] = str(loc), loc.text.strip()
+            k += 1
     return at, src
 
 
@@ -431,14 +437,19 @@ def _chunks(result: TimingResult, obj: ObjectFile | None):
                     f'"args":{{"sort_index":{tid[key]}}}}}')
     yield ",\n".join(meta)
 
-    # Events as (ts in ps, order, text); order breaks ties: a slice's flows right after it.
-    ts_parts: list[np.ndarray] = []
-    ord_parts: list[np.ndarray] = []
+    # Events in the order in which Perfetto's JSON importer reads them, so that a flow binds to the
+    # slice it belongs to: the top of its track's stack when the flow is read. The importer sorts by
+    # time in ns, then puts complete slices of positive duration first, longest first, then all else
+    # (slices of zero duration, flows, counters) in file order (trace_sorter.h). So the file is
+    # sorted the same way, and among "all else": first the flows of the slices of positive duration,
+    # then each slice of zero duration followed by its flows.
+    keys: list[tuple[np.ndarray, ...]] = []
     texts: list[str] = []
 
-    def add(ps: np.ndarray, order: np.ndarray, lines: list[str]) -> None:
-        ts_parts.append(np.asarray(ps, np.int64))
-        ord_parts.append(np.asarray(order, np.int64))
+    def add(ps: np.ndarray, dur: np.ndarray | int, order: np.ndarray, lines: list[str], slices: bool) -> None:
+        """Events at `ps`, of (or bound to) slices lasting `dur` ns, tie-broken by `order`."""
+        d = np.broadcast_to(np.asarray(dur, np.int64), (len(lines),))
+        keys.append((perfetto_ns(ps), -d if slices else np.zeros_like(d), -d, np.asarray(order, np.int64)))
         texts.extend(lines)
 
     # Instructions.
@@ -462,7 +473,7 @@ def _chunks(result: TimingResult, obj: ObjectFile | None):
             name_of, ts_s, dur_s, engine.tolist(), label, at, src, asm, cost, semw, portw,
             result.start.tolist(), result.end.tolist(), strict=True)]
     # Order: 3 per slice (slice, its outgoing flows, its incoming flows); instructions first.
-    add(start_ps, np.arange(n) * 3, lines)
+    add(start_ps, dur_ns, np.arange(n) * 3, lines, True)
 
     # Transfers on their queue lanes.
     base = 3 * n
@@ -479,22 +490,23 @@ def _chunks(result: TimingResult, obj: ObjectFile | None):
             _us(tr_ps0), _us3(tr_ns1 - tr_ns0), tr.queue.tolist(), tr_lane.tolist(), tr.instr.tolist(),
             tr.bytes.tolist(), tr.pieces.tolist(), rate.tolist(), queued, tr.src.tolist(), tr.dst.tolist(),
             strict=True)]
-    add(tr_ps0, base + np.arange(nt) * 3, lines)
+    add(tr_ps0, tr_ns1 - tr_ns0, base + np.arange(nt) * 3, lines, True)
     transfer_of = np.full(n, -1, np.int64)
     transfer_of[tr.instr] = np.arange(nt)
 
     # Pieces on their DMA engines.
     base2 = base + 3 * nt
     p_ps0, p_ps1 = ticks_to_ps(result.piece_start, hz), ticks_to_ps(result.piece_end, hz)
+    p_dur = perfetto_ns(p_ps1) - perfetto_ns(p_ps0)
     p_rate = result.piece_bytes * (hz / 1e9) / np.maximum(result.piece_end - result.piece_start, 1)
     lines = [
         f'{{"name":"{mem[a]}->{mem[b]}","cat":"dma","ph":"X","ts":{ts},"dur":{du},"pid":{PID},'
         f'"tid":{tid[("dma", d)]},"args":{{"instr":"{label[k]}","queue":{qu},"bytes":{by},"GB/s":{r:.3f}}}}}'
         for ts, du, d, qu, k, by, r, a, b in zip(
-            _us(p_ps0), _us3(perfetto_ns(p_ps1) - perfetto_ns(p_ps0)), result.piece_engine.tolist(),
+            _us(p_ps0), _us3(p_dur), result.piece_engine.tolist(),
             result.piece_queue.tolist(), result.piece_instr.tolist(), result.piece_bytes.tolist(),
             p_rate.tolist(), result.piece_src.tolist(), result.piece_dst.tolist(), strict=True)]
-    add(p_ps0, base2 + np.arange(result.pieces), lines)
+    add(p_ps0, p_dur, base2 + np.arange(result.pieces), lines, True)
 
     # Flows: from the signalling slice (a dma_copy's transfer) to the waiting instruction.
     sig, wait = result.edge_signal.astype(np.int64), result.edge_wait.astype(np.int64)
@@ -503,37 +515,37 @@ def _chunks(result: TimingResult, obj: ObjectFile | None):
     via = transfer_of[sig]
     on_lane = via >= 0
     src_ps = np.where(on_lane, np.append(tr_ps0, 0)[via], start_ps[sig])
+    src_dur = np.where(on_lane, np.append(tr_ns1 - tr_ns0, 0)[via], dur_ns[sig])
     src_ord = np.where(on_lane, base + 3 * via, 3 * sig) + 1
     src_tid = np.where(on_lane, tr_tid[via], engine[sig] + 1)
     fname = [f'"s{s}"' for s in result.edge_sem.tolist()]
-    add(src_ps, src_ord, [
+    add(src_ps, src_dur, src_ord, [
         f'{{"name":{nm},"cat":"semaphore","ph":"s","ts":{ts},"pid":{PID},"tid":{t},"id":{i}}}'
-        for i, (nm, ts, t) in enumerate(zip(fname, _us(src_ps), src_tid.tolist(), strict=True))])
-    add(start_ps[wait], 3 * wait + 2, [
+        for i, (nm, ts, t) in enumerate(zip(fname, _us(src_ps), src_tid.tolist(), strict=True))], False)
+    add(start_ps[wait], dur_ns[wait], 3 * wait + 2, [
         f'{{"name":{nm},"cat":"semaphore","ph":"f","bp":"e","ts":{ts},"pid":{PID},"tid":{t},"id":{i}}}'
-        for i, (nm, ts, t) in enumerate(zip(fname, _us(start_ps[wait]), (engine[wait] + 1).tolist(), strict=True))])
+        for i, (nm, ts, t) in enumerate(zip(fname, _us(start_ps[wait]), (engine[wait] + 1).tolist(), strict=True))],
+        False)
 
     # Counters.
     last = base2 + result.pieces
     h_time, h_rate = (result.hbm_time, result.hbm_rate) if len(result.hbm_time) else ([0], [0.0])  # no DMA: 0
     h_ps = ticks_to_ps(h_time, hz)
     gbs = np.asarray(h_rate, float) * (hz / 1e9)
-    add(h_ps, np.full(len(h_ps), last), [
+    add(h_ps, 0, np.full(len(h_ps), last), [
         f'{{"name":"HBM bandwidth","ph":"C","ts":{ts},"pid":{PID},"args":{{"GB/s":{v:.3f}}}}}'
-        for ts, v in zip(_us(h_ps), gbs.tolist(), strict=True)])
+        for ts, v in zip(_us(h_ps), gbs.tolist(), strict=True)], False)
     for memory in (Memory.SBUF, Memory.PSUM):
         if not np.any(result.fp_memory == int(memory)):
             continue
         times, level = live_bytes(result, memory)
         c_ps = ticks_to_ps(times, hz)
-        add(c_ps, np.full(len(c_ps), last + 1), [
+        add(c_ps, 0, np.full(len(c_ps), last + 1), [
             f'{{"name":"{memory.name} live bytes","ph":"C","ts":{ts},"pid":{PID},"args":{{"bytes":{v}}}}}'
-            for ts, v in zip(_us(c_ps), level.tolist(), strict=True)])
+            for ts, v in zip(_us(c_ps), level.tolist(), strict=True)], False)
 
-    ts_all = np.concatenate(ts_parts)
-    ord_all = np.concatenate(ord_parts)
-    seq = np.arange(len(ts_all))
-    order = np.lexsort((seq, ord_all, ts_all)).tolist()
+    cols = [np.concatenate(c) for c in zip(*keys, strict=True)]
+    order = np.lexsort((np.arange(len(texts)), *cols[::-1])).tolist()
     step = 65536
     for i in range(0, len(order), step):
         yield ",\n" + ",\n".join([texts[j] for j in order[i:i + step]])

@@ -50,20 +50,25 @@ def perfetto_ns(us: float) -> int:
 
 
 def check_perfetto(events: list[dict], result: timing.TimingResult) -> None:
-    """Replay the events the way Perfetto imports them (in order of time, each track a stack of
-    slices; a complete slice that starts inside an open one and ends after it is dropped; a flow's
-    "s" and its "f" with bp "e" bind to the slice on top of their track's stack) and check that no
-    slice would be dropped and that every flow binds to its signalling and its waiting instruction."""
+    """Replay the events the way Perfetto imports them and check that no slice would be dropped and
+    that every flow binds to its signalling and its waiting instruction.
+
+    Perfetto's JSON importer turns times into integer ns, sorts the events by time, then complete
+    slices of positive duration (longest first) before everything else, keeping the file's order
+    otherwise (trace_sorter.h); each track is a stack of slices: a slice that starts inside an open
+    one and ends after it is dropped (slice_tracker.cc); a flow's "s", and its "f" with bp "e", bind
+    to the slice on top of their track's stack when they are read (json_trace_parser)."""
     label = [f"{timing.ENGINES[int(e)]}[{int(i)}]" for e, i in zip(result.engine, result.index, strict=True)]
+    timed = [e for e in events if e["ph"] != "M"]
+
+    def key(e: dict) -> tuple[int, int]:
+        return perfetto_ns(e["ts"]), -perfetto_ns(e["dur"]) if e["ph"] == "X" else 0
+
+    assert sorted(timed, key=key) == timed  # the file is in the order Perfetto reads it
     stacks: dict[int, list[tuple[int, int, str]]] = defaultdict(list)
-    last = -1
     bound: dict[int, dict[str, str]] = defaultdict(dict)
-    for ev in events:
-        if ev["ph"] == "M":
-            continue
+    for ev in timed:
         ts = perfetto_ns(ev["ts"])
-        assert ts >= last, ev  # the file is in order of time
-        last = ts
         if ev["ph"] == "X":
             end = ts + perfetto_ns(ev["dur"])
             stack = stacks[ev["tid"]]
@@ -105,6 +110,8 @@ def check_trace(data: dict, result: timing.TimingResult) -> None:
     for e, k in zip(xs, order.tolist(), strict=True):
         a = e["args"]
         assert a["asm"] == str(result.instruction(k))
+        loc = result.loc(k)
+        assert (a["at"], a["source"]) == ((str(loc), loc.text.strip()) if loc else ("", ""))
         assert a["cost"] == result.formula(k)
         assert a["sem_wait_ns"] == pytest.approx(result.ns(int(result.sem_wait[k])), abs=1e-3)
         assert a["port_wait_ns"] == pytest.approx(result.ns(int(result.port_wait[k])), abs=1e-3)
