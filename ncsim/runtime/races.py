@@ -161,16 +161,12 @@ class RaceReport:
         return "\n".join(lines)
 
     def error(self) -> RaceError | None:
-        """The RaceError a run that must be race-free raises. It is placed at the first race's access
-        that comes later in the source (the one that should wait, as the assembler would make it),
-        or that began later in the run when the two have no comparable source places."""
+        """The RaceError a run that must be race-free raises, placed at the first race's access that
+        began later in the run; the notes give both source lines."""
         if not self.total:
             return None
         r = self.races[0]
         at, other = r.second, r.first
-        if at.loc is not None and other.loc is not None and at.loc.file == other.loc.file and \
-                (other.loc.line, other.loc.col) > (at.loc.line, at.loc.col):
-            at, other = other, at
         notes = []
         for side in (r.first, r.second):
             text = f": {side.loc.text.strip()}" if side.loc is not None and side.loc.text else ""
