@@ -33,3 +33,16 @@ def test_readme_error_example(tmp_path, monkeypatch, capsys):
         assert e.code == 1
     err = capsys.readouterr().err
     assert err.strip() and err.strip() in readme, err
+
+
+def test_readme_report_example_is_what_giou_prints(monkeypatch, capsys):
+    """The README shows `ncsim run programs/giou.s` as it prints: keep it true."""
+    readme = (ROOT / "README.md").read_text()
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr("sys.argv", ["ncsim", "run", "programs/giou.s", "--out", "/dev/null"])
+    main()
+    out = capsys.readouterr().out
+    example = readme.split("per direction; HBM and Tensor engine utilisation; and a verdict on what bounds the kernel:\n\n```\n")[1]
+    example = example.split("```")[0]
+    lines = [ln for ln in out.splitlines() if not ln.startswith("simulated ")]  # host times vary
+    assert example.rstrip("\n").splitlines() == [ln.replace("/dev/null", "programs/giou.npz") for ln in lines]
