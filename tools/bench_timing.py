@@ -101,6 +101,7 @@ def tiled_matmul(blocks: int) -> ObjectFile:
     for k in range(KS):
         t = patched_offset(load_a, "dma_copy", "src", a_hbm + k * 128 * M * 2)
         # the stationary operand of slice k sits at A_AT + k * M * 2 (+ m * 256 per row block)
+        t = patched_offset(t, "dma_copy", "dst", A_AT + k * M * 2)
         sync.add(t, 10, signals=[(0, 1)])
     for blk in range(blocks):
         for k in range(KS):
