@@ -73,13 +73,9 @@ class Context:
             return raw
         return numerics.to_f32(raw, ap.dtype)
 
-    def read2d_view(self, name: str) -> np.ndarray:
-        """read2d(name), but an f32 or tf32 operand comes as a read-only view of memory, not a copy
-        (a strided copy of a 128 x 128 tile is a fifth of a tensor_tensor's time). Only for
-        instructions that compute a fresh result from their inputs before they write anything."""
+    def read_raw_view(self, name: str) -> np.ndarray:
+        """read_raw(name) as a read-only view of memory, not a copy (see read2d_view)."""
         ap = self.ap(name)
-        if ap.dtype.storage != np.float32:
-            return self.read2d(name)
         try:
             view = self.mem.view(ap)
             missing = self.mem.unwritten(ap)
@@ -88,9 +84,17 @@ class Context:
         self.machine.record(self, ap, write=False)
         if missing:
             self.machine.warn_unwritten(self, name, ap, missing)
-        view = view.reshape(ap.partitions, ap.free_elements)
         view.flags.writeable = False
         return view
+
+    def read2d_view(self, name: str) -> np.ndarray:
+        """read2d(name), but an f32 or tf32 operand comes as a read-only view of memory, not a copy
+        (a strided copy of a 128 x 128 tile is a fifth of a tensor_tensor's time). Only for
+        instructions that compute a fresh result from their inputs before they write anything."""
+        ap = self.ap(name)
+        if ap.dtype.storage != np.float32:
+            return self.read2d(name)
+        return self.read_raw_view(name).reshape(ap.partitions, ap.free_elements)
 
     def read_bits(self, name_or_ap: str | AccessPattern | Immediate) -> np.ndarray:
         """32-bit patterns for a bitwise operator (see alu.to_bits); an immediate must be an integer."""

@@ -23,6 +23,9 @@ def dma_copy(ctx: Context) -> None:
     if dst.num_elements != src.num_elements:
         raise ctx.fail(f"'dst' has {dst.num_elements} elements ({list(dst.shape)}) and 'src' has"
                        f" {src.num_elements} ({list(src.shape)}): a DMA copies element for element")
+    if not ctx["accumulate"] and src.dtype == dst.dtype:  # bytes move as they are: no copy on the way
+        ctx.write_raw("dst", ctx.read_raw_view("src").reshape(dst.shape))
+        return
     raw = ctx.read_raw("src").reshape(dst.shape)
     if ctx["accumulate"]:
         ctx.write("dst", alu.apply("add", ctx.read("dst"), to_f32(raw, src.dtype)))

@@ -152,6 +152,19 @@ def accumulate_rows(regs: np.ndarray, out: np.ndarray) -> np.ndarray:
     return res
 
 
+def _copy_or_relu(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, has_bias: bool, relu: bool) -> np.ndarray:
+    """activation_kernel for copy and relu, vectorised (a third of its time on a 128 x 128 tile): the
+    function of an fp32 value is that value (copy) or x if x > 0 else +0 (relu) exactly, so rounding
+    its float64 once to fp32 changes nothing, and NaN stays NaN (made canonical)."""
+    with np.errstate(all="ignore"):
+        v = np.multiply(x, scale[:, None], dtype=np.float32)
+        if has_bias:
+            v = np.add(v, bias[:, None], dtype=np.float32)
+    if relu:
+        v = np.where((v > 0) | np.isnan(v), v, np.float32(0))
+    return alu.canonical(v)
+
+
 # ------------------------------------------------------------------ the instructions
 def _checked(ctx: Context) -> int:
     """The partitions, after the operand checks NKI states for activation."""
@@ -175,7 +188,10 @@ def _activate(ctx: Context, reduce_cmd: str) -> None:
     scale = np.broadcast_to(ctx.scalar("scale", p).reshape(-1), (p,)).astype(np.float32)
     has_bias = ctx["bias"] is not None
     bias = ctx.scalar("bias", p).reshape(p) if has_bias else np.zeros(p, np.float32)
-    out = activation_kernel(ctx.read2d("data"), scale, bias, has_bias, CODES[ctx["op"]])
+    if ctx["op"] in ("copy", "relu"):
+        out = _copy_or_relu(ctx.read2d_view("data"), scale, bias, has_bias, ctx["op"] == "relu")
+    else:
+        out = activation_kernel(ctx.read2d("data"), scale, bias, has_bias, CODES[ctx["op"]])
     ctx.write("dst", out)
     lanes = slice(ctx.ap("data").partition, ctx.ap("data").partition + p)
     regs = ctx.state.get(REGS)

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -43,28 +42,37 @@ class AccessPattern:
     offset: int  # bytes: inside each partition on chip; the absolute address in HBM
     dims: tuple[tuple[int, int], ...]  # (step, count) in elements, outermost first
 
-    # The derived properties are cached on the (immutable) pattern: the functional machine asks for
-    # them several times per instruction, and loops reuse the same patterns.
-    @cached_property
-    def on_chip(self) -> bool:
-        return self.memory in ON_CHIP
+    # Derived sizes, computed once when the (immutable) pattern is made: the functional machine asks
+    # for them several times per instruction, and a plain attribute is many times cheaper than a
+    # property or functools.cached_property (measured: half of an instruction's fixed cost).
+    on_chip: bool = field(init=False, repr=False, compare=False)
+    free_shape: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    shape: tuple[int, ...] = field(init=False, repr=False, compare=False)  # partition dimension first on chip
+    free_elements: int = field(init=False, repr=False, compare=False)
+    num_elements: int = field(init=False, repr=False, compare=False)
+    _span: tuple[int, int] = field(init=False, repr=False, compare=False)
+    _hash: int = field(init=False, repr=False, compare=False)
 
-    @cached_property
-    def free_shape(self) -> tuple[int, ...]:
-        return tuple(c for _, c in self.dims)
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        on_chip = self.memory in ON_CHIP
+        free_shape = tuple(c for _, c in self.dims)
+        free = math.prod(free_shape)
+        put(self, "on_chip", on_chip)
+        put(self, "free_shape", free_shape)
+        put(self, "shape", ((self.partitions,) if on_chip else ()) + free_shape)
+        put(self, "free_elements", free)
+        put(self, "num_elements", free * (self.partitions if on_chip else 1))
+        lo = hi = 0
+        for step, count in self.dims:
+            reach = step * (count - 1)
+            lo, hi = (lo + reach, hi) if reach < 0 else (lo, hi + reach)
+        size = self.dtype.itemsize
+        put(self, "_span", (self.offset + lo * size, self.offset + hi * size + size))
+        put(self, "_hash", hash((self.memory, self.dtype, self.partition, self.partitions, self.offset, self.dims)))
 
-    @cached_property
-    def shape(self) -> tuple[int, ...]:
-        """The operand's logical shape: partition dimension first on chip."""
-        return ((self.partitions,) if self.on_chip else ()) + self.free_shape
-
-    @cached_property
-    def free_elements(self) -> int:
-        return math.prod(c for _, c in self.dims)
-
-    @cached_property
-    def num_elements(self) -> int:
-        return self.free_elements * (self.partitions if self.on_chip else 1)
+    def __hash__(self) -> int:
+        return self._hash
 
     def element_offsets(self) -> np.ndarray:
         """Element offsets (from `offset`) visited in one partition, in iteration order, as an array
@@ -77,15 +85,6 @@ class AccessPattern:
     def byte_span(self) -> tuple[int, int]:
         """[lo, hi) bytes touched inside one partition (on chip) or in HBM, relative to address 0."""
         return self._span
-
-    @cached_property
-    def _span(self) -> tuple[int, int]:
-        lo = hi = 0
-        for step, count in self.dims:
-            reach = step * (count - 1)
-            lo, hi = (lo + reach, hi) if reach < 0 else (lo, hi + reach)
-        size = self.dtype.itemsize
-        return self.offset + lo * size, self.offset + hi * size + size
 
     def innermost_step_bytes(self) -> int:
         return abs(self.dims[-1][0]) * self.dtype.itemsize if self.dims else self.dtype.itemsize
