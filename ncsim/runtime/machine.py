@@ -80,7 +80,7 @@ class Machine:
         self.mem = MemoryState(config, obj.tensors)
         self.engine_state: dict[str, dict] = {e: {} for e in ENGINES}
         self.sems = [0] * config.semaphores
-        self.footprints: list[Footprint] = []
+        self._accesses: list[tuple[str, int, AccessPattern, bool]] = []  # made into footprints when asked
         self.order: list[tuple[str, int]] = []  # (engine, index) in the order they ran
         self.unwritten: dict[tuple[str, int, str], UnwrittenRead] = {}
         # PSUM bytes whose current value a matmul wrote: only those may be accumulated onto.
@@ -126,10 +126,15 @@ class Machine:
     def read_tensor(self, t: TensorEntry) -> np.ndarray:
         return self.mem.read(self.mem.tensor_pattern(t))
 
+    @property
+    def footprints(self) -> list[Footprint]:
+        """Every read and write so far, in the order they happened."""
+        return [Footprint(e, i, ap.memory, ap.partition, ap.partitions, *ap.byte_span(), w)
+                for e, i, ap, w in self._accesses]
+
     # ------------------------------------------------------------------ bookkeeping called by Context
     def record(self, ctx: Context, ap: AccessPattern, write: bool) -> None:
-        lo, hi = ap.byte_span()
-        self.footprints.append(Footprint(ctx.engine, ctx.index, ap.memory, ap.partition, ap.partitions, lo, hi, write))
+        self._accesses.append((ctx.engine, ctx.index, ap, write))
         if write and ap.memory == Memory.PSUM and ctx.instr.mnemonic != "nc_matmul":
             self.mark_matmul(ap, False)
 
