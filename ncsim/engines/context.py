@@ -53,17 +53,8 @@ class Context:
 
     # ------------------------------------------------------------------ reads
     def read_raw(self, name_or_ap: str | AccessPattern) -> np.ndarray:
-        """The stored values (the dtype's storage type), shaped like the operand."""
-        ap = self.ap(name_or_ap)
-        try:
-            raw = self.mem.read(ap)
-            missing = self.mem.unwritten(ap)
-        except AccessError as e:
-            raise self.fail(f"{self.label(name_or_ap)}: {e}") from None
-        self.machine.record(self, ap, write=False)
-        if missing:
-            self.machine.warn_unwritten(self, name_or_ap, ap, missing)
-        return raw
+        """The stored values (the dtype's storage type), shaped like the operand: a copy."""
+        return self.read_raw_view(name_or_ap).copy()
 
     def read(self, name_or_ap: str | AccessPattern) -> np.ndarray:
         """The operand's values widened to float32 (exact), shaped like the operand."""
@@ -73,17 +64,18 @@ class Context:
             return raw
         return numerics.to_f32(raw, ap.dtype)
 
-    def read_raw_view(self, name: str) -> np.ndarray:
-        """read_raw(name) as a read-only view of memory, not a copy (see read2d_view)."""
-        ap = self.ap(name)
+    def read_raw_view(self, name_or_ap: str | AccessPattern) -> np.ndarray:
+        """The stored values as a read-only view of memory, not a copy (see read2d_view). Every read
+        goes through here: it records the footprint and warns of bytes nothing wrote."""
+        ap = self.ap(name_or_ap)
         try:
             view = self.mem.view(ap)
             missing = self.mem.unwritten(ap)
         except AccessError as e:
-            raise self.fail(f"{self.label(name)}: {e}") from None
+            raise self.fail(f"{self.label(name_or_ap)}: {e}") from None
         self.machine.record(self, ap, write=False)
         if missing:
-            self.machine.warn_unwritten(self, name, ap, missing)
+            self.machine.warn_unwritten(self, name_or_ap, ap, missing)
         view.flags.writeable = False
         return view
 
