@@ -69,14 +69,13 @@ class Context:
         goes through here: it records the footprint and warns of bytes nothing wrote."""
         ap = self.ap(name_or_ap)
         try:
-            view = self.mem.view(ap)
+            view = self.mem.read_view(ap)
             missing = self.mem.unwritten(ap)
         except AccessError as e:
             raise self.fail(f"{self.label(name_or_ap)}: {e}") from None
         self.machine.record(self, ap, write=False)
         if missing:
             self.machine.warn_unwritten(self, name_or_ap, ap, missing)
-        view.flags.writeable = False
         return view
 
     def read2d_view(self, name: str) -> np.ndarray:

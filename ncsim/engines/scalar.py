@@ -157,11 +157,13 @@ def _copy_or_relu(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, has_bias: 
     function of an fp32 value is that value (copy) or x if x > 0 else +0 (relu) exactly, so rounding
     its float64 once to fp32 changes nothing, and NaN stays NaN (made canonical)."""
     with np.errstate(all="ignore"):
-        v = np.multiply(x, scale[:, None], dtype=np.float32)
+        # x * 1 is x (a NaN's payload aside, and NaNs end canonical): skip the default scale
+        v = x if not has_bias and np.all(scale == 1) else np.multiply(x, scale[:, None], dtype=np.float32)
         if has_bias:
             v = np.add(v, bias[:, None], dtype=np.float32)
-    if relu:
-        v = np.where((v > 0) | np.isnan(v), v, np.float32(0))
+        if relu:  # max(v, 0) keeps NaN; + 0 turns the -0 that max may give for v <= 0 into +0
+            v = np.maximum(v, np.float32(0))
+            np.add(v, np.float32(0), out=v)
     return alu.canonical(v)
 
 

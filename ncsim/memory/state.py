@@ -24,6 +24,7 @@ from ncsim.config import Config
 from ncsim.memory.access import AccessPattern, Memory
 
 SENTINEL_BYTE = 0xFF
+VIEW_CACHE = 65536  # read views kept at most (cleared when full: a huge program does not grow it forever)
 
 
 class AccessError(Exception):
@@ -70,6 +71,8 @@ class MemoryState:
         # most of an instruction's time on 128 x 128 fp32 tiles).
         self._complete: set[AccessPattern] = set()
         self._located: dict[AccessPattern, tuple[Region, int, tuple[int, ...], tuple[int, ...]]] = {}
+        self._read_views: dict[AccessPattern, np.ndarray] = {}
+        self._write_views: dict[AccessPattern, np.ndarray] = {}
 
     # ------------------------------------------------------------------ locating an access
     def _hbm_region(self, ap: AccessPattern) -> Region:
@@ -111,6 +114,22 @@ class MemoryState:
             return np.ndarray(shape, np.bool_, region.written.reshape(-1), start, strides)
         return np.ndarray(shape, ap.dtype.storage, region.flat, start, strides)
 
+    def read_view(self, ap: AccessPattern) -> np.ndarray:
+        """A read-only view of the elements `ap` visits. The views are kept (memory never moves), so a
+        loop that reads the same pattern again pays no view construction (a third of a small
+        instruction's fixed cost)."""
+        return self._kept_view(self._read_views, ap, writeable=False)
+
+    def _kept_view(self, kept: dict[AccessPattern, np.ndarray], ap: AccessPattern, writeable: bool) -> np.ndarray:
+        v = kept.get(ap)
+        if v is None:
+            if len(kept) >= VIEW_CACHE:
+                kept.clear()
+            v = self.view(ap)
+            v.flags.writeable = writeable
+            kept[ap] = v
+        return v
+
     def _byte_mask_view(self, ap: AccessPattern) -> np.ndarray:
         """The written-mask bytes of the elements `ap` visits, to fill or to test with all(). A pattern
         that visits one contiguous run of bytes in each partition gets that run as a plain 2-D slice,
@@ -147,7 +166,7 @@ class MemoryState:
 
     def write(self, ap: AccessPattern, raw: np.ndarray) -> None:
         """Store `raw` (storage dtype, `ap.shape` or broadcastable to it) at the elements `ap` visits."""
-        self.view(ap)[...] = raw
+        self._kept_view(self._write_views, ap, writeable=True)[...] = raw
         if ap not in self._complete:
             self._byte_mask_view(ap)[...] = True
             self._complete.add(ap)
