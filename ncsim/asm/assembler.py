@@ -331,7 +331,11 @@ class Assembler:
     def d_const(self, line: Line, cur: Cursor) -> None:
         tok = self.declare(cur)
         cur.expect("=", "after the constant's name")
-        self.env.names[tok.text] = parse_number(cur, self.env.names)
+        value = parse_number(cur, self.env.names)
+        if isinstance(value, float) and not cur.at_end():
+            raise cur.error("a float constant is one literal (2.5, 1e-5, -inf) or a float constant's name:"
+                            " only integers combine in expressions", cur.peek())
+        self.env.names[tok.text] = value
 
     def d_sem(self, line: Line, cur: Cursor) -> None:
         tok = self.declare(cur)

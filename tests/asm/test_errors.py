@@ -81,6 +81,8 @@ CASES = [
     ("unknown-name", "tensor_copy nosuch, nosuch\n", 1, 13, ("unknown name 'nosuch'",)),
     ("for-without-end", ".for i in 0..4\nsem_signal s1+=1\n", 1, 2, ("has no matching '.end'",)),
     ("sync-after-instruction", "sem_signal s1+=1\n.sync manual\n", 2, 7, (".sync must come before the first",)),
+    ("float-const-expression", ".const T = 1.0 / 8\n", 1, 16,
+     ("a float constant is one literal", "only integers combine in expressions")),
 ]
 
 
