@@ -19,7 +19,7 @@ import click
 
 from ncsim import isa
 from ncsim.asm import objfile
-from ncsim.asm.assembler import Assembler, assemble_file, read_source
+from ncsim.asm.assembler import Assembler, read_source
 from ncsim.asm.disasm import disassemble
 from ncsim.asm.elf import load_object, write_elf
 from ncsim.asm.fields import suggest
@@ -37,13 +37,6 @@ set_option = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
 
 def make_config(config_file: str | None, sets: tuple[str, ...]) -> Config:
     return load_config(config_file, list(sets))
-
-
-def load_program(path: str, config: Config) -> ObjectFile:
-    """A .s file is assembled in memory; anything else is read as an ncsim object."""
-    if path.endswith(".s"):
-        return assemble_file(path, config)
-    return load_object(path)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
