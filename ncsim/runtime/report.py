@@ -33,11 +33,23 @@ engines' busy share and the HBM utilisation, and THRESHOLD = 60% ("most of the t
    its cap for at least half the time that DMA data moved (the cap slowed the DMA engines down, so
    their busy share measures HBM), else "DMA bandwidth" (the DMA engines themselves; their chunk
    efficiency says whether small chunks are why).
-3. Otherwise nothing is busy most of the time: the kernel waits. Sum the compute engines'
-   semaphore waits by what released them: W(dma) from DMA transfers, W(eng) from other engines.
-   - W(eng) > W(dma): synchronisation (the engines mostly wait on each other's semaphores);
-   - else DMA latency if L >= M (nothing computes or moves while transfers wait out their
-     `dma_latency_ns`), else DMA bandwidth (transfers that nothing overlaps).
+3. Otherwise nothing is busy most of the time: the time goes to a dependency chain, the critical
+   path. It is walked back from what ends last (the instruction with the latest end, the first of
+   equals; or a DMA piece, if one ends later) to time 0; every tick of the run lies on it once:
+   - an engine instruction: [start, end) is its engine's busy time, [ready, start) port wait; then
+     if ready > avail, its semaphore wait: the path goes on to its releaser (the update it needed
+     last, as above), at its done; for a dma_copy releaser, to its piece that ended last. Else
+     program order on its engine: the previous instruction of its stream, whose end is avail (the
+     first of a stream starts the run, at 0);
+   - a DMA piece: [piece_start, piece_end) is DMA data moving; then, if its DMA engine's previous
+     piece ended after the piece's latency did, that piece; else [start, start + latency) of its
+     dma_copy is DMA latency, and the path goes on to the dma_copy.
+   critical_path gives the ticks of each PATH_KINDS kind on the path (each engine's busy time, "dma
+   data", "dma latency", "port wait", and "other" for gaps the walk cannot explain: none in a run
+   that finished); they add up to T. If one kind holds >= THRESHOLD of the path: "DMA latency",
+   "DMA data movement" or "port waits" (an engine cannot: it would be busy >= THRESHOLD of the run
+   and rule 1 or 2 would hold). Else a dependency chain, listing the kinds, largest first (ties in
+   PATH_KINDS order), that hold at least 1% (rounded) of the path.
 Ties go to the earlier candidate: engines in Tensor, Vector, Scalar, GpSimd order, then the DMA.
 """
 
@@ -52,15 +64,18 @@ import numpy as np
 from ncsim import dtypes, isa
 from ncsim.config import Config
 from ncsim.memory.access import AccessPattern, Memory
-from ncsim.runtime.timing import ENGINES, TimingResult
+from ncsim.runtime.timing import ENGINES, TimingResult, dma_latency_ticks
 
-__all__ = ["THRESHOLD", "DirectionStats", "EngineStats", "Report", "Verdict", "report"]
+__all__ = ["PATH_KINDS", "THRESHOLD", "DirectionStats", "EngineStats", "Report", "Verdict", "report"]
 
 THRESHOLD = 0.6  # "most of the time": the share of the run from which a resource bounds the kernel
 COMPUTE = ("tensor", "vector", "scalar", "gpsimd")
 _DMA_COPY = isa.BY_MNEMONIC["dma_copy"].opcode
 _NC_MATMUL = isa.BY_MNEMONIC["nc_matmul"].opcode
 _WIDTH = 100  # columns of the text report
+# What the critical path is made of: each engine's busy time, DMA data moving, DMA latency, port waits,
+# and anything else (gaps the walk cannot explain: none in a run that finished).
+PATH_KINDS = (*ENGINES, "dma data", "dma latency", "port wait", "other")
 
 
 @dataclass(frozen=True)
@@ -88,8 +103,9 @@ class DirectionStats:
 
 @dataclass(frozen=True)
 class Verdict:
-    """What bounds the kernel: `kind` is "engine", "dma-bandwidth", "hbm-bandwidth", "dma-latency",
-    "synchronisation" or "empty"; `engine` names the engine for "engine"; `text` is the line."""
+    """What bounds the kernel: `kind` is "engine", "dma-bandwidth", "hbm-bandwidth" (rules 1 and 2),
+    "dma-latency", "dma-data", "ports", "chain" (rule 3) or "empty"; `engine` names the engine for
+    "engine"; `text` is the line."""
 
     kind: str
     engine: str | None
@@ -118,6 +134,7 @@ class Report:
     computing: int  # ticks with some engine busy (C)
     moving: int  # ticks with no engine busy and DMA data moving (M)
     latency: int  # ticks with neither: transfers waiting out their latency (L)
+    critical_path: tuple[tuple[str, int], ...]  # (PATH_KINDS name, ticks on the critical path): sums to total
     verdict: Verdict
 
     # ------------------------------------------------------------------ units and shares
@@ -135,6 +152,10 @@ class Report:
     def share(self, ticks: float) -> float:
         """ticks as a fraction of the run (0 for an empty run)."""
         return ticks / self.total if self.total else 0.0
+
+    def path(self, kind: str) -> int:
+        """Ticks of the critical path spent in `kind` (one of PATH_KINDS)."""
+        return dict(self.critical_path)[kind]
 
     def cycles(self, engine: str) -> float:
         """The run's length in cycles of an engine's clock ("tensor", "vector", "scalar", "gpsimd")."""
@@ -334,11 +355,85 @@ def report(result: TimingResult) -> Report:
         dma_piece_ticks=int((r.piece_end - r.piece_start).sum()), dma_active=_union(r.piece_start, r.piece_end),
         chunk_efficiency=eff_num / eff_den if eff_den else 1.0, hbm_bytes=int(r.piece_hbm_bytes.sum()),
         hbm_capped=capped, flops=int(r.flops.sum()), fp32_matmuls=fp32, computing=computing,
-        moving=both - computing, latency=total - both, verdict=Verdict("empty", None, ""))
+        moving=both - computing, latency=total - both, critical_path=_critical_path(r, releaser, is_dma),
+        verdict=Verdict("empty", None, ""))
     return replace(rep, verdict=verdict(rep))
 
 
 _DMA_CAUSE, _ENGINE_CAUSE = 1, 2
+_DATA, _LATENCY, _PORT, _OTHER = len(ENGINES), len(ENGINES) + 1, len(ENGINES) + 2, len(ENGINES) + 3
+
+
+def _critical_path(r: TimingResult, releaser: np.ndarray, is_dma: np.ndarray) -> tuple[tuple[str, int], ...]:
+    """The critical path's ticks by PATH_KINDS (see the module docstring), summing to the total."""
+    n, m = r.count, r.pieces
+    acc = np.zeros(len(PATH_KINDS), np.int64)
+    total = int(r.total_ticks)
+    if n == 0 or total == 0:
+        acc[_OTHER] = total
+        return tuple(zip(PATH_KINDS, (int(x) for x in acc)))
+    prev = np.arange(n, dtype=np.int64) - 1
+    prev[r.first[:-1][np.diff(r.first) > 0]] = -1  # the first of each stream has none
+    last_piece = np.full(n, -1, np.int64)  # the piece of each dma_copy that ended last
+    prev_piece = np.full(m, -1, np.int64)  # the piece its DMA engine took before it
+    if m:
+        order = np.lexsort((np.arange(m), r.piece_end, r.piece_instr))
+        tail = order[np.r_[r.piece_instr[order][1:] != r.piece_instr[order][:-1], True]]
+        last_piece[r.piece_instr[tail]] = tail
+        order = np.lexsort((np.arange(m), r.piece_start, r.piece_engine))
+        same = r.piece_engine[order][1:] == r.piece_engine[order][:-1]
+        prev_piece[order[1:][same]] = order[:-1][same]
+    k_last = int(np.lexsort((np.arange(n), -r.end))[0])  # the instruction that ends last (the first of equals)
+    p_last = int(np.lexsort((np.arange(m), -r.piece_end))[0]) if m else -1
+    if p_last >= 0 and r.piece_end[p_last] > r.end[k_last]:
+        k_last = -1
+    else:
+        p_last = -1
+    _walk(acc, total, k_last, p_last, r.avail, r.ready, r.start, r.end, r.engine.astype(np.int64), prev,
+          releaser, is_dma, last_piece, r.piece_instr, r.piece_start, r.piece_end, prev_piece,
+          dma_latency_ticks(r.config))
+    return tuple(zip(PATH_KINDS, (int(x) for x in acc)))
+
+
+@numba.njit(cache=True)
+def _walk(acc, t, k, p, avail, ready, start, end, engine, prev, releaser, is_dma, last_piece, piece_instr,
+          piece_start, piece_end, prev_piece, latency):
+    """Walk the critical path back from instruction k (or piece p, k = -1) ending at t, adding each
+    stretch to acc by kind. Every step goes to an item that finished no later, none twice: at most
+    n + m steps."""
+    for _ in range(avail.shape[0] + piece_start.shape[0] + 1):
+        if p >= 0:  # a piece: it moved data, after its DMA engine's previous piece or its latency
+            acc[_OTHER] += t - piece_end[p]
+            acc[_DATA] += piece_end[p] - piece_start[p]
+            t = piece_start[p]
+            k = piece_instr[p]
+            q = prev_piece[p]
+            if t > start[k] + latency and q >= 0 and piece_end[q] > start[k] + latency:
+                p = q
+                continue
+            acc[_OTHER] += max(t - (start[k] + latency), 0)
+            acc[_LATENCY] += min(t, start[k] + latency) - start[k]
+            t = start[k]
+            p = -1
+        else:
+            acc[_OTHER] += t - end[k]
+            acc[engine[k]] += end[k] - start[k]
+            t = start[k]
+        acc[_PORT] += t - ready[k]
+        t = ready[k]
+        r = releaser[k]
+        if t > avail[k] and r >= 0:  # released by a semaphore update
+            if is_dma[r] and last_piece[r] >= 0:
+                p = last_piece[r]
+            else:
+                k = r
+            continue
+        acc[_OTHER] += t - avail[k]  # (a wait with no releaser: none in a finished run)
+        t = avail[k]
+        if prev[k] < 0:
+            acc[_OTHER] += t  # the start of the run
+            return
+        k = prev[k]
 
 
 @numba.njit(cache=True)
@@ -413,24 +508,37 @@ def verdict(rep: Report) -> Verdict:
         return Verdict("dma-bandwidth", None,
                        f"bound by DMA bandwidth: {dma_text} of {T} at {pct(rep.chunk_efficiency)} chunk"
                        f" efficiency; {hbm_text}; {others}")
-    wait_dma = sum(rep.engine(e).sem_wait_dma for e in COMPUTE)
-    wait_eng = sum(rep.engine(e).sem_wait - rep.engine(e).sem_wait_dma for e in COMPUTE)
-    if wait_eng > wait_dma:
-        waits = ", ".join(f"{_name(e)} {pct(rep.share(rep.engine(e).sem_wait - rep.engine(e).sem_wait_dma))}"
-                          for e in COMPUTE if rep.engine(e).sem_wait > rep.engine(e).sem_wait_dma)
-        return Verdict("synchronisation", None,
-                       f"bound by synchronisation: engines wait on each other's semaphores ({waits} of {T})"
-                       f" and none is busy more than {pct(busy[top])}; {dma_text}")
-    if rep.latency >= rep.moving:
-        mean = rep.dma_bytes / rep.transfers if rep.transfers else 0
-        return Verdict("dma-latency", None,
-                       f"bound by DMA latency: for {pct(rep.share(rep.latency))} of {T} nothing computes or moves"
-                       f" while transfers (mean {_size(int(mean))}) wait out their {rep.config.dma_latency_ns} ns;"
-                       f" {dma_text}, {others}")
-    return Verdict("dma-bandwidth", None,
-                   f"bound by DMA bandwidth: for {pct(rep.share(rep.moving))} of {T} only DMA data moves, with"
-                   f" nothing computing beside it; {dma_text} at {pct(rep.chunk_efficiency)} chunk efficiency;"
-                   f" {others}")
+    # 3. Nothing is busy most of the time: what the critical path is made of.
+    path = dict(rep.critical_path)
+    ranked = sorted((k for k in PATH_KINDS if path[k]), key=lambda k: -path[k])  # stable: PATH_KINDS order
+    listing = ", ".join(f"{_path_label(k)} {pct(rep.share(path[k]))}" for k in ranked
+                        if round(100 * rep.share(path[k])) >= 1)
+    evidence = f"the critical path is {listing} of {T}"
+    top_kind = ranked[0] if ranked else "other"
+    top_share = pct(rep.share(path[top_kind]))
+    if rep.share(path[top_kind]) >= THRESHOLD:
+        if top_kind == "dma latency":
+            mean = rep.dma_bytes / rep.transfers if rep.transfers else 0
+            return Verdict("dma-latency", None,
+                           f"bound by DMA latency: {top_share} of the critical path waits out the"
+                           f" {rep.config.dma_latency_ns} ns fixed cost of transfers (mean {_size(int(mean))});"
+                           f" {evidence}; {dma_text}, {others}")
+        if top_kind == "dma data":
+            return Verdict("dma-data", None,
+                           f"bound by DMA data movement: {top_share} of the critical path moves DMA data that"
+                           f" nothing overlaps; {evidence}; {dma_text} at {pct(rep.chunk_efficiency)} chunk"
+                           f" efficiency, {hbm_text}; {others}")
+        if top_kind == "port wait":
+            return Verdict("ports", None,
+                           f"bound by port waits: {top_share} of the critical path waits for the SBUF or PSUM"
+                           f" port; {evidence}; {others}")
+    return Verdict("chain", None,
+                   f"bound by a dependency chain: {evidence}; no engine is busy most of the time ({others});"
+                   f" {dma_text}")
+
+
+def _path_label(kind: str) -> str:
+    return {"dma data": "DMA data", "dma latency": "DMA latency", "port wait": "port waits"}.get(kind) or _name(kind)
 
 
 def _name(engine: str) -> str:

@@ -1,6 +1,7 @@
 """The run report: its numbers add up, its bandwidths and utilisations match hand computations, and
 its verdict names the bound of purpose-built programs (Vector chain, DMA stream, HBM-to-HBM copy,
-tiny transfers, engines taking turns) and of giou. ncsim/runtime/report.py states the rule."""
+tiny transfers, engines taking turns), of giou and of causal_softmax; the critical path's kinds add
+up to the run. ncsim/runtime/report.py states the rule."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from ncsim.asm.fields import SemOp
 from ncsim.asm.instruction import Instruction
 from ncsim.config import Config
 from ncsim.memory.access import Memory
-from ncsim.runtime.report import THRESHOLD, Report, report
+from ncsim.runtime.report import PATH_KINDS, THRESHOLD, Report, report
 from ncsim.runtime.timing import ENGINES, time_program
 from tests.engines.harness import Layout, const, make
 
@@ -43,6 +44,11 @@ def check_sums(rep: Report) -> None:
     assert min(rep.computing, rep.moving, rep.latency) >= 0
     assert sum(d.bytes for d in rep.directions) == rep.dma_bytes
     assert sum(d.transfers for d in rep.directions) == rep.transfers
+    assert [k for k, _ in rep.critical_path] == list(PATH_KINDS)
+    assert sum(t for _, t in rep.critical_path) == rep.total and min(t for _, t in rep.critical_path) >= 0
+    assert rep.path("other") == 0  # the walk explains every tick
+    for e in ENGINES:  # an engine's time on the path is some of its busy time
+        assert rep.path(e) <= rep.engine(e).busy
 
 
 # --------------------------------------------------------------------------- whole programs
@@ -111,22 +117,44 @@ def test_a_big_hbm_to_hbm_copy_is_hbm_bound():
     assert [d.direction for d in rep.directions] == ["hbm->hbm"]
 
 
-def test_a_few_tiny_dmas_are_latency_bound():
+def test_a_load_copy_store_of_small_transfers_is_a_chain_of_dma_latency_and_data():
     lay = Layout()
     a, b = lay.tile("f32", 128, 8), lay.tile("f32", 128, 8)
     load = sync(make("dma_copy", "sync", dst=a, src=lay.hbm("f32", 128, 8)), signal=(1,))
     copy = sync(make("tensor_copy", dst=b, src=a), wait=((1, 1),), signal=(2,))
     store = sync(make("dma_copy", "gpsimd", dst=lay.hbm("f32", 128, 8), src=b, queue=1), wait=((2, 1),))
-    rep = timed(sync=[load], vector=[copy], gpsimd=[store])
+    r = time_program({"sync": [load], "vector": [copy], "gpsimd": [store]}, CFG)
+    rep = report(r)
     check_sums(rep)
-    assert rep.verdict.kind == "dma-latency", rep.verdict.text
-    assert rep.share(rep.latency) > 0.5
     vector = rep.engine("vector")
     assert vector.sem_wait > 0 and vector.sem_wait_dma == vector.sem_wait  # it waited for the load
-    assert "wait out their 1300 ns" in rep.verdict.text
+    # The path: the load's latency and data, the copy, the store's latency and data, nothing else.
+    pieces = r.pieces_of(r.find("sync", 0))
+    data = int(r.piece_end[pieces].max() - r.piece_start[pieces].min())
+    assert rep.path("dma latency") == 2 * LATENCY and rep.path("vector") == vector.busy
+    assert rep.path("dma data") == rep.total - 2 * LATENCY - vector.busy and rep.path("dma data") >= 2 * data
+    assert rep.share(rep.path("dma latency")) < THRESHOLD  # 4 KiB transfers of 32-byte chunks move slowly
+    assert rep.verdict.kind == "chain", rep.verdict.text
+    assert rep.verdict.text.startswith(f"bound by a dependency chain: the critical path is DMA latency"
+                                       f" {100 * rep.share(2 * LATENCY):.0f}%, DMA data")
 
 
-def test_engines_taking_turns_on_semaphores_are_bound_by_synchronisation():
+def test_a_chain_of_tiny_dmas_is_latency_bound():
+    lay = Layout()
+    tiles = [lay.tile("f32", 1, 16) for _ in range(4)]
+    chain = [sync(make("dma_copy", "sync", dst=tiles[0], src=lay.hbm("f32", 1, 16)), signal=(1,))]
+    chain += [sync(make("dma_copy", "sync", dst=tiles[i], src=tiles[i - 1]), wait=((1, i),), signal=(1,))
+              for i in range(1, 4)]
+    rep = timed(sync=chain)
+    check_sums(rep)
+    assert rep.path("dma latency") == 4 * LATENCY  # each transfer's latency, one after the other
+    assert rep.path("dma data") == rep.total - 4 * LATENCY and rep.share(rep.path("dma latency")) > 0.95
+    assert rep.verdict.kind == "dma-latency", rep.verdict.text
+    assert rep.verdict.text.startswith(f"bound by DMA latency: {100 * rep.share(4 * LATENCY):.0f}% of the critical"
+                                       " path waits out the 1300 ns fixed cost of transfers (mean 64 B)")
+
+
+def test_engines_taking_turns_on_semaphores_are_a_chain_of_those_engines():
     lay = Layout()
     t = lay.tile("f32", 128, 512)
     vector, scalar = [], []
@@ -139,8 +167,31 @@ def test_engines_taking_turns_on_semaphores_are_bound_by_synchronisation():
     busy = {e: rep.share(rep.engine(e).busy) for e in ("vector", "scalar")}
     assert max(busy.values()) < THRESHOLD and sum(busy.values()) > 0.95  # one at a time, always one
     assert rep.engine("vector").sem_wait_dma == 0 and rep.engine("scalar").sem_wait > 0
-    assert rep.verdict.kind == "synchronisation", rep.verdict.text
-    assert "engines wait on each other's semaphores (Vector" in rep.verdict.text
+    # Every instruction is on the path: all of both engines' work, then port waits if any.
+    assert rep.path("vector") == rep.engine("vector").busy and rep.path("scalar") == rep.engine("scalar").busy
+    assert rep.path("vector") + rep.path("scalar") + rep.path("port wait") == rep.total
+    assert rep.verdict.kind == "chain", rep.verdict.text
+    first, second = sorted(("vector", "scalar"), key=lambda e: -rep.path(e))
+    name = {"vector": "Vector", "scalar": "Scalar"}
+    assert rep.verdict.text.startswith(
+        f"bound by a dependency chain: the critical path is {name[first]} {100 * rep.share(rep.path(first)):.0f}%,"
+        f" {name[second]} {100 * rep.share(rep.path(second)):.0f}%")
+
+
+def test_causal_softmax_is_bound_by_a_chain_of_vector_scalar_and_gpsimd():
+    rep = report(time_program(assemble_file(ROOT / "programs" / "causal_softmax.s"), CFG))
+    check_sums(rep)
+    assert max(rep.share(rep.engine(e).busy) for e in ("tensor", "vector", "scalar", "gpsimd")) < THRESHOLD
+    assert max(rep.dma_busy, rep.hbm_utilisation) < THRESHOLD  # rule 3
+    assert rep.verdict.kind == "chain", rep.verdict.text
+    assert max(t for _, t in rep.critical_path) < THRESHOLD * rep.total  # no kind holds most of the path
+    assert rep.verdict.text.startswith("bound by a dependency chain: the critical path is ")
+    for e in ("vector", "scalar", "gpsimd"):
+        assert rep.share(rep.path(e)) > 0.1
+        assert f"{e.capitalize() if e != 'gpsimd' else 'GpSimd'} {100 * rep.share(rep.path(e)):.0f}%" in rep.verdict.text
+    shown = "\n".join(line.strip() for line in rep.format().split("verdict  ")[1].splitlines())
+    docs = (ROOT / "docs" / "timing.md").read_text().split("causal_softmax:\n\n   ```\n")[1].split("   ```")[0]
+    assert shown == "\n".join(line.strip() for line in docs.strip().splitlines()).removeprefix("verdict  ")
 
 
 def test_matmuls_count_against_the_tensor_peak():
@@ -172,6 +223,7 @@ def test_the_bandwidth_of_a_single_transfer_is_its_bytes_over_its_time():
     assert rep.bandwidth(d) == pytest.approx(d.bytes / (rep.total / CFG.tick_hz))
     assert rep.bandwidth(d, while_moving=True) == pytest.approx(16 * CFG.dma_engine_bandwidth * 0.81, rel=1e-3)
     assert rep.latency == LATENCY and rep.moving == piece and rep.computing == 0
+    assert (rep.path("dma latency"), rep.path("dma data")) == (LATENCY, piece)
     assert rep.dma_busy == pytest.approx(piece / rep.total)
     assert rep.hbm_utilisation == pytest.approx(d.bytes / (rep.total / CFG.tick_hz) / CFG.hbm_bandwidth)
     text = rep.format()
