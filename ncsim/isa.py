@@ -626,6 +626,27 @@ TABLE: tuple[InstrSpec, ...] = (
     ),
 )
 
+# Operands an instruction walks in lockstep, element for element: they need the same partitions and
+# the same number of elements per partition (their shapes may differ). The assembler checks it
+# (ncsim.asm.rules) and so does the machine (Context.rows); a constant where a tile may stand is skipped.
+LOCKSTEP: dict[str, tuple[str, ...]] = {
+    "activation": ("dst", "data"),
+    "activation_reduce": ("dst", "data"),
+    "tensor_tensor": ("dst", "data1", "data2"),
+    "tensor_scalar": ("dst", "data"),
+    "tensor_scalar_reduce": ("dst", "data"),
+    "scalar_tensor_tensor": ("dst", "data", "operand1"),
+    "tensor_tensor_scan": ("dst", "data0", "data1"),
+    "tensor_copy": ("dst", "src"),
+    "tensor_copy_predicated": ("dst", "src", "predicate"),
+    "tensor_copy_dynamic_src": ("dst", "src"),
+    "tensor_copy_dynamic_dst": ("dst", "src"),
+    "reciprocal": ("dst", "data"),
+    "nc_match_replace8": ("dst", "data"),
+    "dropout": ("dst", "data"),
+    "affine_select": ("dst", "on_true"),
+}
+
 BY_MNEMONIC: dict[str, InstrSpec] = {row.mnemonic: row for row in TABLE}
 BY_OPCODE: dict[int, InstrSpec] = {row.opcode: row for row in TABLE}
 

@@ -12,7 +12,7 @@ from ncsim.asm.instruction import Instruction
 from ncsim.asm.objfile import TensorEntry
 from ncsim.config import Config
 from ncsim.errors import AsmError
-from ncsim.isa import alu_info
+from ncsim.isa import LOCKSTEP, alu_info
 from ncsim.memory.access import AccessPattern, Memory
 
 PARTITION_REDUCE_OPS = ("add", "maximum", "bitwise_or", "bitwise_and")  # NKI tensor_partition_reduce
@@ -107,6 +107,7 @@ def _check(instr: Instruction, config: Config) -> None:
         op = instr.operands["reduce_op" if m == "tensor_scalar_reduce" else "op"]
         if not alu_info(op)[3]:
             raise AsmError(f"{op} is not a reduction operator")
+    _check_lockstep(instr)
     if m == "nc_matmul":
         _check_matmul(instr, config)
     elif m == "nc_transpose":
@@ -120,6 +121,18 @@ def _check(instr: Instruction, config: Config) -> None:
         if data.partitions > limit or data.free_elements > limit:
             raise AsmError(f"nc_transpose on the {instr.engine} engine handles up to {limit}x{limit},"
                            f" not {data.partitions}x{data.free_elements}")
+
+
+def _check_lockstep(instr: Instruction) -> None:
+    """The operands of isa.LOCKSTEP: the same partitions and elements per partition (Context.rows says
+    the same at run time)."""
+    tiles = [(n, instr.operands[n]) for n in LOCKSTEP.get(instr.mnemonic, ())
+             if isinstance(instr.operands[n], AccessPattern)]
+    for name, ap in tiles[1:]:
+        first_name, first = tiles[0]
+        if ap.partitions != first.partitions or ap.free_elements != first.free_elements:
+            raise AsmError(f"shapes disagree: '{first_name}' is {list(first.shape)} and '{name}' is"
+                           f" {list(ap.shape)} (the same partitions and elements per partition are needed)")
 
 
 def _check_matmul(instr: Instruction, config: Config) -> None:

@@ -37,6 +37,8 @@ CASES = [
     ("hbm-to-tensor_tensor", f"tensor_tensor {AP}, hbm.f32[@0, [1,4]], {AP}, add\n", 1, 43,
      ("must be in sbuf/psum, not hbm",)),
     ("matmul-dst-in-sbuf", f"nc_matmul {AP}, {AP}, {AP}\n", 1, 11, ("this operand must be in psum, not sbuf",)),
+    ("lockstep-shapes", TILE + "tensor_tensor a, a, a[:, 0:2], add\n", 2, 1,
+     ("shapes disagree: 'dst' is [128, 4] and 'data2' is [128, 2]", "the same partitions and elements per partition")),
     ("five-free-dims", f"tensor_copy sbuf.f32[0:128, @0, [1,2],[1,2],[1,2],[1,2],[1,2]], {AP}\n", 1, 13,
      ("1 to 4 [step, count] dimensions, this one has 5",)),
     ("zero-count", f"tensor_copy sbuf.f32[0:128, @0, [1,0]], {AP}\n", 1, 13, ("count must be at least 1, not 0",)),
