@@ -108,6 +108,10 @@ def _check(instr: Instruction, config: Config) -> None:
         if not alu_info(op)[3]:
             raise AsmError(f"{op} is not a reduction operator")
     _check_lockstep(instr)
+    if m == "tensor_scalar":
+        problem = tensor_scalar_operators(instr)
+        if problem:
+            raise AsmError(f"tensor_scalar: {problem}")
     if m == "nc_matmul":
         _check_matmul(instr, config)
     elif m == "nc_transpose":
@@ -121,6 +125,25 @@ def _check(instr: Instruction, config: Config) -> None:
         if data.partitions > limit or data.free_elements > limit:
             raise AsmError(f"nc_transpose on the {instr.engine} engine handles up to {limit}x{limit},"
                            f" not {data.partitions}x{data.free_elements}")
+
+
+SCALAR_ENGINE_PAIRS = (("multiply", "add"), ("multiply", None), ("add", None))  # NKI: Scalar's tensor_scalar
+
+
+def tensor_scalar_operators(instr: Instruction) -> str | None:
+    """What is wrong with a tensor_scalar's operators, or None: op1 and operand1 come together; op0 and
+    op1 are both arithmetic or both bitwise; the Scalar engine runs only multiply then add, multiply
+    alone or add alone (NKI tensor_scalar)."""
+    op0, op1, operand1 = instr.operands["op0"], instr.operands["op1"], instr.operands["operand1"]
+    if (op1 is None) != (operand1 is None):
+        given, missing = ("op1", "operand1") if operand1 is None else ("operand1", "op1")
+        return f"{given} is given without {missing}: the second operation needs both"
+    if op1 is not None and (alu_info(op0)[2] == "bitvec") != (alu_info(op1)[2] == "bitvec"):
+        return f"op0 ({op0}) and op1 ({op1}) must both be arithmetic or both bitwise operators"
+    if instr.engine == "scalar" and (op0, op1) not in SCALAR_ENGINE_PAIRS:
+        pairs = ", ".join(f"{a} then {b}" if b else f"{a} alone" for a, b in SCALAR_ENGINE_PAIRS)
+        return f"the Scalar engine runs tensor_scalar only as {pairs}; not op0={op0}, op1={op1}"
+    return None
 
 
 def _check_lockstep(instr: Instruction) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ncsim import isa
+from ncsim.asm.rules import tensor_scalar_operators
 from ncsim.engines import alu, refalu, reference, semantics
 from ncsim.engines.context import Context
 from ncsim.memory.access import AccessPattern, Immediate
@@ -58,7 +59,6 @@ def tensor_tensor_ref(instr, inputs, state):
 
 # ---------------------------------------------------------------------------------- shared helpers
 REDUCE_OPS = ("add", "subtract", "multiply", "maximum", "minimum")  # NKI tensor_scalar_reduce's reduce_op
-SCALAR_ENGINE_PAIRS = (("multiply", "add"), ("multiply", None), ("add", None))  # NKI: Scalar's tensor_scalar
 
 
 def _is_unary(op: str) -> bool:
@@ -100,16 +100,11 @@ def _scalar_bits(ctx: Context, name: str, partitions: int) -> np.ndarray:
 
 
 def _check_operator_pair(ctx: Context) -> None:
-    """tensor_scalar: op1 and operand1 come together; op0 and op1 are both arithmetic or both bitwise."""
-    op0, op1, operand1 = ctx["op0"], ctx["op1"], ctx["operand1"]
-    if (op1 is None) != (operand1 is None):
-        given, missing = ("op1", "operand1") if operand1 is None else ("operand1", "op1")
-        raise ctx.fail(f"{given} is given without {missing}: the second operation needs both")
-    if op1 is not None and alu.IS_BITVEC[op0] != alu.IS_BITVEC[op1]:
-        raise ctx.fail(f"op0 ({op0}) and op1 ({op1}) must both be arithmetic or both bitwise operators")
-    if ctx.engine == "scalar" and (op0, op1) not in SCALAR_ENGINE_PAIRS:
-        pairs = ", ".join(f"{a} then {b}" if b else f"{a} alone" for a, b in SCALAR_ENGINE_PAIRS)
-        raise ctx.fail(f"the Scalar engine runs tensor_scalar only as {pairs}; not op0={op0}, op1={op1}")
+    """tensor_scalar's operator rules (ncsim.asm.rules.tensor_scalar_operators, which the assembler
+    checks too): here again for objects made elsewhere."""
+    problem = tensor_scalar_operators(ctx.instr)
+    if problem:
+        raise ctx.fail(problem)
 
 
 def _check_reduce_op(ctx: Context, op: str, allowed: tuple[str, ...], what: str) -> None:
