@@ -87,6 +87,11 @@ def run(program: str | Path | ObjectFile, inputs: Mapping[str, Any] | None = Non
     """
     config = config or Config()
     obj, name, from_object = load_program(program, config)
+    machine = None
+    if values:
+        machine = Machine(obj, config, name)
+        if from_object:  # an object is held to this configuration's rules before anything runs
+            machine.verify()
     timed = None
     if timing:
         # Timing first: it needs no values, and a deadlock it finds is reported with simulated times.
@@ -110,9 +115,6 @@ def run(program: str | Path | ObjectFile, inputs: Mapping[str, Any] | None = Non
     side = inputs_mod.load_sidecar(side_path)
     arrays, origin = inputs_mod.resolve_inputs(obj, inputs or {}, side, seed)
 
-    machine = Machine(obj, config, name)
-    if from_object:
-        machine.verify()
     for t in inputs_mod.input_tensors(obj):
         machine.load_tensor(t, arrays[t.name])
     start = time.perf_counter()
