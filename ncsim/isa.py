@@ -600,7 +600,8 @@ TABLE: tuple[InstrSpec, ...] = (
             src("src", "source in HBM or SBUF, the same number of elements", DMA_AP),
             opt("accumulate", BoolKind(), False, "add into dst (through fp32) instead of overwriting"),
             opt("queue", IntKind(lo=0, hi=15), 0, "DMA queue 0..15: the transfer is split over the DMA engines"
-                " (8 partitions each for 128), and each engine runs it on its queue of this number, in order"),
+                " (8 partitions each for 128), and each engine runs it on its queue of this number, in order."
+                " Not given, under .sync auto: the assembler's, one queue per issuing engine and direction"),
         ),
         "copy between HBM and SBUF on a DMA queue",
         "dst = src element by element in iteration order, converting the dtype through fp32 when they differ;"

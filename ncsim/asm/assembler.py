@@ -28,6 +28,7 @@ the stream of the engine that runs them, in program order.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,6 +160,7 @@ class Assembler:
         self.next_loc: tuple[int, int, int] | None = None
         self.include_stack: list[Path] = []
         self.loop_trips = 0  # iterations unrolled so far, against MAX_LOOP_TRIPS
+        self.queues: dict[tuple[str, object, object], int] = {}  # auto_queue's choices
 
     # ---------------------------------------------------------------- driver
     def assemble(self, text: str, filename: str) -> ObjectFile:
@@ -273,8 +275,20 @@ class Assembler:
 
     def instruction(self, line: Line, cur: Cursor) -> None:
         instr = parse_instruction(line, cur, self.env)
+        if instr.mnemonic == "dma_copy" and "queue" not in instr.given and self.program.sync == "auto":
+            instr = dataclasses.replace(instr, operands={**instr.operands, "queue": self.auto_queue(instr)})
         check_instruction(instr, self.config)
         self.emit(instr, line)
+
+    def auto_queue(self, instr: Instruction) -> int:
+        """The DMA queue of a dma_copy that names none, under .sync auto: one queue for each issuing
+        engine and direction (HBM->SBUF, SBUF->HBM, ...), numbered in order of first use. A queue keeps
+        its transfers in order, so loads and stores on one queue would make a load wait behind a store
+        that waits for its data; on queues of their own they pass each other."""
+        key = (instr.engine, instr.operands["src"].memory, instr.operands["dst"].memory)
+        if key not in self.queues:
+            self.queues[key] = len(self.queues) % self.config.dma_queues_per_engine
+        return self.queues[key]
 
     def emit(self, instr: Instruction, line: Line) -> None:
         if len(self.program.instructions) >= MAX_INSTRUCTIONS:

@@ -37,6 +37,7 @@ class Instruction:
     waits: tuple[SemOp, ...] = ()
     signals: tuple[SemOp, ...] = ()
     loc: SourceLoc | None = field(default=None, compare=False)
+    given: frozenset[str] = field(default=frozenset(), compare=False)  # operands the source wrote
 
     @property
     def mnemonic(self) -> str:
@@ -201,10 +202,11 @@ def parse_instruction(line: Line, cur: Cursor, env: ParseEnv) -> Instruction:
     if missing:
         raise cur.error(f"{spec.mnemonic} is missing operand{'s' if len(missing) > 1 else ''} "
                         + ", ".join(f"'{m}'" for m in missing), mtok, notes=("syntax: " + spec.syntax(),))
+    given = frozenset(values)
     for operand in spec.operands:
         values.setdefault(operand.name, operand.default)
     engine = values.pop("engine", spec.engines[0])
     waits = values.pop("wait", ())
     signals = values.pop("signal", ())
     loc = line.loc(mtok.col, len(mtok.text))
-    return Instruction(spec, engine, values, waits, signals, loc)
+    return Instruction(spec, engine, values, waits, signals, loc, given)

@@ -435,3 +435,37 @@ def test_named_semaphores_avoid_numbers_written_before_and_refuse_them_after():
         Assembler().assemble(".sync manual\n.sem ready\nsem_signal s0+=1\n", "sems.s")
     assert "s0 is the semaphore named 'ready'" in err.value.message
     assert (err.value.loc.line, err.value.loc.col) == (3, 12)
+
+
+# --- DMA queues chosen by the assembler ------------------------------------------------------------------
+
+QUEUES = """\
+{sync}
+.hbm x f32[256, 8] in
+.hbm y f32[256, 8] out
+.sbuf t f32[128, 8]
+.sbuf u f32[128, 8]
+.for i in 0..2
+  dma_copy t, x[i*128 : i*128 + 128, :]
+  dma_copy u, t
+  dma_copy y[i*128 : i*128 + 128, :], u, engine=gpsimd
+  dma_copy y[i*128 : i*128 + 128, :], u, queue=9
+.end
+"""
+
+
+def dma_queues(sync: str) -> list[int]:
+    a = Assembler()
+    a.assemble(QUEUES.format(sync=sync), "q.s")
+    return [i["queue"] for i in a.program.instructions if i.mnemonic == "dma_copy"]
+
+
+def test_auto_sync_gives_each_engine_and_direction_a_queue():
+    """HBM->SBUF, SBUF->SBUF from Sync and SBUF->HBM from GpSimd each get a queue, in order of first
+    use; a queue the program names is kept."""
+    assert dma_queues(".sync auto") == [0, 1, 2, 9] * 2
+
+
+def test_manual_sync_keeps_the_default_queue():
+    """A .sync manual program (what the disassembler writes) says every queue itself: unnamed is 0."""
+    assert dma_queues(".sync manual") == [0, 0, 0, 9] * 2
