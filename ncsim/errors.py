@@ -93,6 +93,31 @@ class SimError(NcsimError):
 class DeadlockError(SimError):
     """Engines wait on semaphores that no instruction left to run can satisfy."""
 
+    @classmethod
+    def of(cls, waiting: list[Waiting], after: tuple[str, ...] = ()) -> DeadlockError:
+        """The report of the functional machine and of the timing model alike: one note per waiting
+        engine, then `after`; placed at the first waiting instruction."""
+        notes = [f"{w.engine} engine waits at {w.loc or f'instruction {w.index}'}: {w.mnemonic} needs"
+                 f" {', '.join(w.unmet)}; {w.size - w.index} of its {w.size} instructions have not run"
+                 for w in waiting]
+        n = len(waiting)
+        first = next((w.loc for w in waiting if w.loc is not None), None)
+        return cls(f"deadlock: {n} engine{'s wait' if n != 1 else ' waits'} for semaphore values that no"
+                   " instruction left to run can produce", first, notes=tuple(notes) + after)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """An engine stopped at a wait: its stream, the instruction's index there and source place, the
+    unmet conditions in words ("s3>=1 (s3 is 0)") and the stream's length."""
+
+    engine: str
+    index: int
+    loc: SourceLoc | None
+    mnemonic: str
+    unmet: tuple[str, ...]
+    size: int
+
 
 class RaceError(SimError):
     """Two instructions on different streams touch the same bytes, one writing, and no semaphore orders them."""

@@ -75,10 +75,8 @@ def _check(instr: Instruction, config: Config) -> None:
         if m != "dma_copy" and ap.on_chip and not partition_start_ok(ap.partition, ap.partitions):
             raise AsmError(f"operand '{name}' starts at partition {ap.partition} with {ap.partitions} partitions:"
                            " more than 64 partitions start at 0; 33 to 64 at 0 or 64; up to 32 at 0, 32, 64 or 96")
-    if m == "dma_copy" and instr.operands["dst"].num_elements != instr.operands["src"].num_elements:
-        dst, src = instr.operands["dst"], instr.operands["src"]
-        raise AsmError(f"dma_copy: 'dst' has {dst.num_elements} elements ({list(dst.shape)}) and 'src' has"
-                       f" {src.num_elements} ({list(src.shape)}): a DMA copies element for element")
+    if m == "dma_copy" and (problem := dma_sizes(instr.operands["dst"], instr.operands["src"])):
+        raise AsmError(f"dma_copy: {problem}")
     if m == "dma_copy" and instr.operands["queue"] >= config.dma_queues_per_engine:
         raise AsmError(f"dma_copy: queue {instr.operands['queue']} does not exist; each DMA engine has"
                        f" {config.dma_queues_per_engine} queues")
@@ -146,16 +144,31 @@ def tensor_scalar_operators(instr: Instruction) -> str | None:
     return None
 
 
+def dma_sizes(dst: AccessPattern, src: AccessPattern) -> str | None:
+    """What is wrong with a DMA's two sides, or None: it copies element for element. The assembler, the
+    machine and the timing model all say it so (an object may come from elsewhere)."""
+    if dst.num_elements == src.num_elements:
+        return None
+    return (f"'dst' has {dst.num_elements} elements ({list(dst.shape)}) and 'src' has {src.num_elements}"
+            f" ({list(src.shape)}): a DMA copies element for element")
+
+
+def lockstep(tiles: list[tuple[str, AccessPattern]]) -> str | None:
+    """What is wrong with operands walked element for element, or None: they need the same partitions
+    and elements per partition. The assembler checks isa.LOCKSTEP with it; Context.rows at run time."""
+    first_name, first = tiles[0]
+    for name, ap in tiles[1:]:
+        if ap.partitions != first.partitions or ap.free_elements != first.free_elements:
+            return (f"shapes disagree: '{first_name}' is {list(first.shape)} and '{name}' is {list(ap.shape)}"
+                    " (the same partitions and elements per partition are needed)")
+    return None
+
+
 def _check_lockstep(instr: Instruction) -> None:
-    """The operands of isa.LOCKSTEP: the same partitions and elements per partition (Context.rows says
-    the same at run time)."""
     tiles = [(n, instr.operands[n]) for n in LOCKSTEP.get(instr.mnemonic, ())
              if isinstance(instr.operands[n], AccessPattern)]
-    for name, ap in tiles[1:]:
-        first_name, first = tiles[0]
-        if ap.partitions != first.partitions or ap.free_elements != first.free_elements:
-            raise AsmError(f"shapes disagree: '{first_name}' is {list(first.shape)} and '{name}' is"
-                           f" {list(ap.shape)} (the same partitions and elements per partition are needed)")
+    if tiles and (problem := lockstep(tiles)):
+        raise AsmError(problem)
 
 
 def _check_matmul(instr: Instruction, config: Config) -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from ncsim import engines
 from ncsim.asm.instruction import Instruction
+from ncsim.asm.rules import dma_sizes
 from ncsim.config import Config
 from ncsim.errors import SimError
 from ncsim.memory.access import AccessPattern, Memory
@@ -265,9 +266,9 @@ def local_gather(instr: Instruction, config: Config) -> Cost:
 @cost("dma_copy")
 def dma_copy(instr: Instruction, config: Config) -> Cost:
     dst, src = _ap(instr, "dst"), _ap(instr, "src")
-    if dst.num_elements != src.num_elements:
-        raise SimError(f"dma_copy: 'dst' has {dst.num_elements} elements ({list(dst.shape)}) and 'src' has"
-                       f" {src.num_elements} ({list(src.shape)}): a DMA copies element for element")
+    problem = dma_sizes(dst, src)
+    if problem:
+        raise SimError(f"dma_copy: {problem}")
     plan = plan_transfer(dst, src, instr.operands["queue"], config)
     return Cost(0, "issue: 0 cycles; transfer: " + plan.formula(config), 0, transfer=plan)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ncsim.asm.rules import dma_sizes
 from ncsim.engines import alu, refalu, reference, semantics
 from ncsim.engines.context import Context
 from ncsim.numerics import from_f32, to_f32
@@ -20,9 +21,9 @@ from ncsim.numerics import from_f32, to_f32
 @semantics("dma_copy")
 def dma_copy(ctx: Context) -> None:
     dst, src = ctx.ap("dst"), ctx.ap("src")
-    if dst.num_elements != src.num_elements:
-        raise ctx.fail(f"'dst' has {dst.num_elements} elements ({list(dst.shape)}) and 'src' has"
-                       f" {src.num_elements} ({list(src.shape)}): a DMA copies element for element")
+    problem = dma_sizes(dst, src)
+    if problem:
+        raise ctx.fail(problem)
     if not ctx["accumulate"] and src.dtype == dst.dtype:  # bytes move as they are: no copy on the way
         ctx.write_raw("dst", ctx.read_raw_view("src").reshape(dst.shape))
         return

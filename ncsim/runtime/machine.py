@@ -32,7 +32,7 @@ from ncsim.asm.objfile import ObjectFile, TensorEntry
 from ncsim.asm.rules import check_instruction, check_tensor
 from ncsim.config import Config
 from ncsim.engines.context import Context
-from ncsim.errors import AsmError, DeadlockError, NcsimError, SimError, SourceLoc
+from ncsim.errors import AsmError, DeadlockError, NcsimError, SimError, SourceLoc, Waiting
 from ncsim.memory.access import AccessPattern, Memory
 from ncsim.memory.state import MemoryState
 
@@ -139,19 +139,17 @@ class Machine:
             self.mark_matmul(ap, False)
 
     def mark_matmul(self, ap: AccessPattern, value: bool) -> None:
-        view = np.ndarray(ap.shape + (ap.dtype.itemsize,), np.bool_, self.psum_from_matmul.reshape(-1),
-                          *self._psum_geometry(ap))
-        view[...] = value
+        self._matmul_marks(ap)[...] = value
 
     def matmul_started(self, ap: AccessPattern) -> bool:
-        view = np.ndarray(ap.shape + (ap.dtype.itemsize,), np.bool_, self.psum_from_matmul.reshape(-1),
-                          *self._psum_geometry(ap))
-        return bool(view.all())
+        return bool(self._matmul_marks(ap).all())
 
-    def _psum_geometry(self, ap: AccessPattern) -> tuple[int, tuple[int, ...]]:
+    def _matmul_marks(self, ap: AccessPattern) -> np.ndarray:
+        """The psum_from_matmul flags of every byte of the elements a PSUM pattern visits."""
         row = self.psum_from_matmul.shape[1]
         strides = (row,) + tuple(s * ap.dtype.itemsize for s, _ in ap.dims) + (1,)
-        return ap.partition * row + ap.offset, strides
+        return np.ndarray(ap.shape + (ap.dtype.itemsize,), np.bool_, self.psum_from_matmul.reshape(-1),
+                          ap.partition * row + ap.offset, strides)
 
     def warn_unwritten(self, ctx: Context, name_or_ap: object, ap: AccessPattern, count: int) -> None:
         operand = f"'{name_or_ap}'" if isinstance(name_or_ap, str) else f"{ap.memory.label}"
@@ -220,24 +218,13 @@ class Machine:
         self.sems[s.sem] = new
 
     def _deadlock(self) -> DeadlockError:
-        notes = []
-        first_loc = None
+        waiting = []
         for engine in ENGINES:
-            pc = self.pcs[engine]
-            stream = self.streams[engine]
-            if pc >= len(stream):
-                continue
-            instr = stream[pc]
-            loc = self.loc(engine, pc)
-            first_loc = first_loc or loc
-            unmet = [w for w in _waits(instr) if not self._holds(w)]
-            conds = ", ".join(f"{w} (s{w.sem} is {self.sems[w.sem]})" for w in unmet)
-            where = f"{loc}" if loc else f"instruction {pc}"
-            notes.append(f"{engine} engine waits at {where}: {instr.mnemonic} needs {conds};"
-                         f" {len(stream) - pc} of its {len(stream)} instructions have not run")
-        blocked = len(notes)
-        return DeadlockError(f"deadlock: {blocked} engine{'s wait' if blocked != 1 else ' waits'} for semaphore values"
-                             " that no instruction left to run can produce", first_loc, notes=tuple(notes))
+            pc, stream = self.pcs[engine], self.streams[engine]
+            if pc < len(stream):
+                unmet = tuple(f"{w} (s{w.sem} is {self.sems[w.sem]})" for w in _waits(stream[pc]) if not self._holds(w))
+                waiting.append(Waiting(engine, pc, self.loc(engine, pc), stream[pc].mnemonic, unmet, len(stream)))
+        return DeadlockError.of(waiting)
 
 
 def _patterns(instr: Instruction) -> list[AccessPattern]:

@@ -42,7 +42,7 @@ from ncsim.asm.instruction import Instruction, decode_one, encode, layout
 from ncsim.asm.objfile import ObjectFile
 from ncsim.config import DEFAULT, Config
 from ncsim.engines.cost import DATAPATH, DMA, SEMAPHORE, InstrCost, describe
-from ncsim.errors import DeadlockError, NcsimError, ObjectFileError, SimError, SourceLoc
+from ncsim.errors import DeadlockError, NcsimError, ObjectFileError, SimError, SourceLoc, Waiting
 
 ENGINES = isa.ENGINES  # the order of the streams, and of ties between engines at one instant
 SEM_MAX = 2**32 - 1
@@ -1122,29 +1122,22 @@ def _check_semaphores(prog: _Program, flat: _Flat, config: Config) -> None:
 def _deadlock(prog: _Program, flat: _Flat, config: Config, pc: np.ndarray, sems: np.ndarray,
               t: int) -> DeadlockError:
     wptr, wsem, wop, wval = flat.sems[:4]
-    notes = []
-    first_loc = None
+    waiting = []
     for e, engine in enumerate(ENGINES):
         k = int(pc[e])
         if k >= prog.first[e + 1]:
             continue
-        loc = prog.loc(k)
-        first_loc = first_loc or loc
         unmet = []
         for j in range(int(wptr[k]), int(wptr[k + 1])):
             s, op, v = int(wsem[j]), WAIT_OPS[int(wop[j])], int(wval[j])
             if not (sems[s] >= v if op == ">=" else sems[s] == v):
                 unmet.append(f"s{s}{op}{v} (s{s} is {int(sems[s])})")
-        where = f"{loc}" if loc else f"instruction {k - int(prog.first[e])}"
-        size = int(prog.first[e + 1] - prog.first[e])
         mnemonic = isa.BY_OPCODE[int(flat.body_opcode[flat.body[k]])].mnemonic
-        notes.append(f"{engine} engine waits at {where}: {mnemonic} needs {', '.join(unmet)};"
-                     f" {int(prog.first[e + 1]) - k} of its {size} instructions have not run")
-    blocked = len(notes)
-    notes.append(f"at simulated time {t * 1e9 / config.tick_hz:.1f} ns ({t} ticks) nothing is left running"
-                 " that could change a semaphore")
-    return DeadlockError(f"deadlock: {blocked} engine{'s wait' if blocked != 1 else ' waits'} for semaphore values"
-                         " that no instruction left to run can produce", first_loc, notes=tuple(notes))
+        waiting.append(Waiting(engine, k - int(prog.first[e]), prog.loc(k), mnemonic, tuple(unmet),
+                               int(prog.first[e + 1] - prog.first[e])))
+    after = (f"at simulated time {t * 1e9 / config.tick_hz:.1f} ns ({t} ticks) nothing is left running"
+             " that could change a semaphore")
+    return DeadlockError.of(waiting, (after,))
 
 
 assert (DATAPATH, DMA, SEMAPHORE) == (0, 1, 2), "the scheduler numbers the kinds of ncsim.engines.cost so"
