@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ncsim import dtypes, numerics
+from ncsim.asm.rules import lockstep
 from ncsim.engines import alu
 from ncsim.errors import SimError
-from ncsim.memory.access import AccessPattern, Immediate, Memory
+from ncsim.memory.access import AccessPattern, Immediate
 from ncsim.memory.state import AccessError
 
 if TYPE_CHECKING:
@@ -149,12 +150,10 @@ class Context:
         """(partitions, free elements) shared by the named tile operands, else a shape error: an
         elementwise instruction walks every operand's pattern in lockstep."""
         aps = [(n, self.ap(n)) for n in names]
-        first_name, first = aps[0]
-        for name, ap in aps[1:]:
-            if ap.partitions != first.partitions or ap.free_elements != first.free_elements:
-                raise self.fail(f"shapes disagree: '{first_name}' is {list(first.shape)} and '{name}' is"
-                                f" {list(ap.shape)} (the same partitions and elements per partition are needed)")
-        return first.partitions, first.free_elements
+        problem = lockstep(aps)
+        if problem:
+            raise self.fail(problem)
+        return aps[0][1].partitions, aps[0][1].free_elements
 
     def read2d(self, name: str) -> np.ndarray:
         """read(name) as [partitions, free elements] float32."""
@@ -166,7 +165,3 @@ class Context:
         """A SimError at this instruction (raise it: `raise ctx.fail(...)`)."""
         loc = self.machine.loc(self.engine, self.index)
         return SimError(f"{self.instr.mnemonic}: {message}", loc)
-
-    def is_psum(self, name: str) -> bool:
-        v = self.instr.operands[name]
-        return isinstance(v, AccessPattern) and v.memory == Memory.PSUM

@@ -171,10 +171,6 @@ class MemoryState:
             self._byte_mask_view(ap)[...] = True
             self._complete.add(ap)
 
-    def fill(self, ap: AccessPattern, raw: np.ndarray) -> None:
-        """Like write, for loading a tensor from the host."""
-        self.write(ap, raw)
-
     def tensor_pattern(self, t: TensorEntry) -> AccessPattern:
         """The access pattern of a whole declared tensor (row-major)."""
         dims = []

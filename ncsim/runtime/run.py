@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,7 @@ class RunResult:
     timing_seconds: float = 0.0  # host time of the timing model
     races: RaceReport | None = None  # instructions that touch the same bytes unordered; None untimed
 
-    @property
+    @cached_property
     def report(self) -> Report:
         """The timing report: where the time went and what bounds the kernel (needs timing)."""
         if self.timing is None:
