@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ncsim import dtypes
-from ncsim.asm import objfile
+from ncsim.asm import objfile, template
 from ncsim.asm.alloc import Allocator
 from ncsim.asm.expr import parse_int, parse_number
 from ncsim.asm.fields import SEM_NAME, ParseEnv, suggest
@@ -52,6 +52,7 @@ HBM_KINDS = ("in", "out", "inout", "scratch")
 MAX_INSTRUCTIONS = 20_000_000  # a guard against loops that unroll without end
 MAX_LOOP_TRIPS = 20_000_000  # and against loops that unroll nothing, for ever
 MAX_INCLUDE_DEPTH = 16
+MAX_LOOP_DEPTH = 64  # .for loops nest at most this deep
 MAX_TENSOR_DIMS = 8  # the object file's tensor table holds up to 8 dimensions
 UINT32_MAX = 2**32 - 1
 RESERVED = {"sbuf", "psum", "hbm", "none", "true", "false", "inf", "nan"}
@@ -186,7 +187,8 @@ class Assembler:
                 continue
             if cur.at(".") and cur.peek(1).text == "for":
                 end = self.matching_end(lines, i)
-                self.run_loop(line, cur, lines[i + 1:end])
+                if not self.template_loop(lines, i, end):
+                    self.run_loop(line, lines[i + 1:end])
                 i = end + 1
                 continue
             if cur.at(".") and cur.peek(1).text == "end":
@@ -206,11 +208,16 @@ class Assembler:
             toks = lines[j].tokens
             if len(toks) > 1 and toks[0].is_(".") and toks[1].text in ("for", "end"):
                 depth += 1 if toks[1].text == "for" else -1
+                if depth > MAX_LOOP_DEPTH:
+                    raise lines[j].error(f"nesting too deep: .for loops nest at most {MAX_LOOP_DEPTH} levels",
+                                         toks[1])
                 if depth == 0:
                     return j
         raise lines[start].error("this '.for' has no matching '.end'", lines[start].tokens[1])
 
-    def run_loop(self, line: Line, cur: Cursor, body: list[Line]) -> None:
+    def loop_header(self, line: Line) -> tuple[Token, int, int, int]:
+        """The loop variable's token, start, stop and step of a `.for` line (values may be lanes)."""
+        cur = Cursor(line)
         cur.next()
         cur.next()
         var_tok = cur.expect_ident("the loop variable")
@@ -230,14 +237,43 @@ class Assembler:
             if step <= 0:
                 raise cur.error(f"the loop's step must be positive, not {step}", step_tok)
         cur.expect_end("after the loop header")
-        trips = len(range(start, stop, step))
+        return var_tok, start, stop, step
+
+    def count_trips(self, trips: int, var_tok: Token, line: Line) -> None:
         self.loop_trips += trips
         if self.loop_trips > MAX_LOOP_TRIPS:
-            raise cur.error(f"the loops unroll more than {MAX_LOOP_TRIPS} times in all", var_tok)
+            raise line.error(f"the loops unroll more than {MAX_LOOP_TRIPS} times in all", var_tok)
+
+    def run_loop(self, line: Line, body: list[Line]) -> None:
+        """Unroll a loop one iteration at a time (what `template_loop` cannot take: bodies with
+        directives, and every loop once a template finds an error, so that the error is the first
+        in program order and reads as it always has)."""
+        var_tok, start, stop, step = self.loop_header(line)
+        self.count_trips(len(range(start, stop, step)), var_tok, line)
         for value in range(start, stop, step):
             self.env.names[var_tok.text] = value
             self.run(body)
         self.env.names.pop(var_tok.text, None)
+
+    # ---------------------------------------------------------------- loops as templates
+    def template_loop(self, lines: list[Line], i: int, end: int) -> bool:
+        """Assemble the loop at lines[i..end] by parsing each body line once for all its iterations
+        (`ncsim.asm.template`); False if it must be unrolled one iteration at a time instead."""
+        if self.next_loc is not None:
+            return False
+        tree = template.loop_tree(lines, i, end, self.matching_end)
+        if tree is None:
+            return False
+        saved = (dict(self.env.names), dict(self.queues), self.loop_trips)
+        try:
+            template.assemble_loop(self, tree)
+        except template.Fallback:
+            self.env.names.clear()
+            self.env.names.update(saved[0])
+            self.queues = saved[1]
+            self.loop_trips = saved[2]
+            return False
+        return True
 
     def include(self, line: Line, cur: Cursor) -> None:
         cur.next()
@@ -274,11 +310,15 @@ class Assembler:
         cur.expect_end(f"after .{name_tok.text}")
 
     def instruction(self, line: Line, cur: Cursor) -> None:
+        self.emit(self.parse_instruction(line, cur), line)
+
+    def parse_instruction(self, line: Line, cur: Cursor) -> Instruction:
+        """An instruction line parsed and checked against the rules (its values may be lanes)."""
         instr = parse_instruction(line, cur, self.env)
         if instr.mnemonic == "dma_copy" and "queue" not in instr.given and self.program.sync == "auto":
             instr = dataclasses.replace(instr, operands={**instr.operands, "queue": self.auto_queue(instr)})
         check_instruction(instr, self.config)
-        self.emit(instr, line)
+        return instr
 
     def auto_queue(self, instr: Instruction) -> int:
         """The DMA queue of a dma_copy that names none, under .sync auto: one queue for each issuing

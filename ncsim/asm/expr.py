@@ -9,8 +9,10 @@ it is an error when it leaves a remainder, so that a slice never silently rounds
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Mapping
 
+from ncsim.asm.lanes import LaneBool, is_int
 from ncsim.asm.lexer import Cursor, Token, describe
 
 Env = Mapping[str, int | float]
@@ -18,6 +20,7 @@ Env = Mapping[str, int | float]
 
 MAX_LITERAL_DIGITS = 64
 MAX_BITS = 64  # integer expressions stay within 64 bits (plus sign): addresses, counts, steps
+MAX_PARENS = 64  # parentheses nest at most this deep (deeper is refused at its column, not a RecursionError)
 
 
 def int_literal(tok: Token) -> int | None:
@@ -34,8 +37,13 @@ def int_literal(tok: Token) -> int | None:
     return None
 
 
-_COMPARE = {"==": int.__eq__, "!=": int.__ne__, "<": int.__lt__, "<=": int.__le__, ">": int.__gt__,
-            ">=": int.__ge__}
+_COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+            ">=": operator.ge}
+
+
+def _truth(value: object) -> object:
+    """1 or 0 for a comparison's result (per lane, for lanes that disagree)."""
+    return value.as_int() if isinstance(value, LaneBool) else int(value)
 
 
 def parse_int(cur: Cursor, env: Env | None = None, what: str = "an integer") -> int:
@@ -46,7 +54,7 @@ def parse_int(cur: Cursor, env: Env | None = None, what: str = "an integer") -> 
     tok = cur.peek()
     if tok.kind == "punct" and tok.text in _COMPARE:
         cur.next()
-        value = int(_COMPARE[tok.text](value, _sum(cur, env, what)))
+        value = _truth(_COMPARE[tok.text](value, _sum(cur, env, what)))
     return value
 
 
@@ -89,18 +97,25 @@ def _term(cur: Cursor, env: Env, what: str) -> int:
 
 
 def _unary(cur: Cursor, env: Env, what: str) -> int:
-    if cur.accept("-"):
-        return -_unary(cur, env, what)
-    if cur.accept("+"):
-        return _unary(cur, env, what)
-    return _power(cur, env, what)
+    negative = False
+    while cur.at("-") or cur.at("+"):  # a loop, not recursion: '- - - x' may be long
+        negative ^= cur.next().text == "-"
+    value = _power(cur, env, what)
+    return -value if negative else value
 
 
 def _power(cur: Cursor, env: Env, what: str) -> int:
     base = _atom(cur, env, what)
     if cur.at("**"):
         op = cur.next()
-        exp = _unary(cur, env, what)
+        depth = cur.parens
+        if depth >= MAX_PARENS:
+            raise cur.error(f"nesting too deep: powers and parentheses nest at most {MAX_PARENS} levels", op)
+        cur.parens = depth + 1
+        try:
+            exp = _unary(cur, env, what)
+        finally:
+            cur.parens = depth
         if exp < 0:
             raise cur.error("a negative power is not an integer", op)
         if abs(base) > 1 and exp >= MAX_BITS:
@@ -122,14 +137,21 @@ def _atom(cur: Cursor, env: Env, what: str) -> int:
     if tok.kind == "ident":
         if tok.text in env:
             value = env[tok.text]
-            if not isinstance(value, int):
+            if not is_int(value):
                 raise cur.error(f"'{tok.text}' is {value!r}, not an integer", tok)
             cur.next()
             return value
         raise cur.error(f"unknown name '{tok.text}' in an integer expression", tok)
     if tok.is_("("):
+        depth = cur.parens
+        if depth >= MAX_PARENS:
+            raise cur.error(f"nesting too deep: parentheses nest at most {MAX_PARENS} levels", tok)
         cur.next()
-        value = _sum(cur, env, what)
+        cur.parens = depth + 1
+        try:
+            value = _sum(cur, env, what)
+        finally:
+            cur.parens = depth
         cur.expect(")", "to close the parenthesis")
         return value
     raise cur.error(f"expected {what}, found {describe(tok)}", tok)

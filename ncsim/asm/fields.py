@@ -21,6 +21,7 @@ import numpy as np
 
 from ncsim import dtypes
 from ncsim.asm.expr import parse_int, parse_number
+from ncsim.asm.lanes import Lanes, Unvectorisable, is_int
 from ncsim.asm.lexer import Cursor, describe
 from ncsim.memory.access import AccessPattern, Immediate, Memory
 
@@ -29,6 +30,14 @@ MAX_FREE_DIMS = 4  # on-chip: partition dimension plus up to 4 free dimensions (
 MAX_HBM_DIMS = 5  # HBM: the outermost dimension stands in for the partition dimension
 MAX_PARTITIONS = 128
 INT32_MIN, INT32_MAX, UINT32_MAX = -(2**31), 2**31 - 1, 2**32 - 1
+
+
+def put_lanes(out: np.ndarray, off: int, value: Any, width: int) -> None:
+    """Write `value` (if it has lanes) as a little-endian integer of `width` bytes (two's complement,
+    low bytes kept, as struct packing with truncation does) at byte `off` of every row of `out`."""
+    if isinstance(value, Lanes):
+        raw = value.v.astype("<i8").view(np.uint8).reshape(-1, 8)
+        out[:, off:off + width] = raw[:, :width]
 
 
 class FieldError(ValueError):
@@ -89,6 +98,11 @@ class Kind:
 
     def decode(self, buf: bytes, off: int) -> Any:
         raise NotImplementedError
+
+    def patch(self, out: np.ndarray, off: int, value: Any) -> None:
+        """Write the parts of `value` that differ between lanes (`ncsim.asm.lanes`) into the encoded
+        rows `out` [lanes, bytes] at byte `off`; the rest is already there, encoded from lane 0."""
+        raise Unvectorisable(f"{self.kind_name} operands cannot differ between loop iterations here")
 
     def format(self, value: Any) -> str:
         raise NotImplementedError
@@ -187,6 +201,11 @@ class ConstKind(Kind):
     def decode(self, buf: bytes, off: int) -> Immediate:
         code, bits = struct.unpack_from("<BI", buf, off)
         return const_from_bits(code, bits)
+
+    def patch(self, out: np.ndarray, off: int, value: Immediate) -> None:
+        if value.dtype.is_float:
+            super().patch(out, off, value)
+        put_lanes(out, off + 1, value.value, 4)
 
     def format(self, value: Immediate) -> str:
         return format_const(value)
@@ -338,6 +357,18 @@ class APKind(Kind):
         self.check(ap)
         return ap
 
+    def patch(self, out: np.ndarray, off: int, value: Any) -> None:
+        if isinstance(value, Immediate):
+            put_lanes(out, off + 8, value.value & UINT32_MAX, 8)
+            return
+        ap: AccessPattern = value
+        put_lanes(out, off + 2, ap.partition, 1)
+        put_lanes(out, off + 4, ap.partitions, 2)
+        put_lanes(out, off + 8, ap.offset, 8)
+        for d, (step, count) in enumerate(ap.dims):
+            put_lanes(out, off + 16 + 8 * d, step, 4)
+            put_lanes(out, off + 20 + 8 * d, count, 4)
+
     def format(self, value: Any) -> str:
         if value is None:
             return "none"
@@ -368,11 +399,14 @@ class IntKind(Kind):
         return parse_int(cur, env.names, "an integer")
 
     def check(self, value: Any) -> None:
-        if not isinstance(value, int) or not self.lo <= value <= self.hi:
+        if not is_int(value) or not self.lo <= value <= self.hi:
             raise FieldError(f"{value} is outside {self.lo}..{self.hi}")
 
     def encode(self, value: int) -> bytes:
         return struct.pack("<q", value)[:4]
+
+    def patch(self, out: np.ndarray, off: int, value: Any) -> None:
+        put_lanes(out, off, value, 4)
 
     def decode(self, buf: bytes, off: int) -> int:
         fmt = "<i" if self.lo < 0 else "<I"
@@ -527,6 +561,10 @@ class IntListKind(Kind):
         padded = list(value) + [0] * (self.max_len - len(value))
         return bytes([len(value)]) + struct.pack(f"<{self.max_len}i", *padded)
 
+    def patch(self, out: np.ndarray, off: int, value: Any) -> None:
+        for j, v in enumerate(value):
+            put_lanes(out, off + 1 + 4 * j, v, 4)
+
     def decode(self, buf: bytes, off: int) -> tuple[int, ...]:
         n = buf[off]
         items = struct.unpack_from(f"<{self.max_len}i", buf, off + 1)
@@ -575,6 +613,11 @@ class PatternKind(Kind):
     def encode(self, value: tuple[tuple[int, int], ...]) -> bytes:
         flat = [x for d in value for x in d] + [0] * 2 * (MAX_FREE_DIMS - len(value))
         return bytes([len(value)]) + struct.pack(f"<{2 * MAX_FREE_DIMS}i", *flat)
+
+    def patch(self, out: np.ndarray, off: int, value: Any) -> None:
+        for d, (step, count) in enumerate(value):
+            put_lanes(out, off + 1 + 8 * d, step, 4)
+            put_lanes(out, off + 5 + 8 * d, count, 4)
 
     def decode(self, buf: bytes, off: int) -> tuple[tuple[int, int], ...]:
         n = buf[off]
@@ -665,6 +708,10 @@ class SemListKind(Kind):
     def encode(self, value: tuple[SemOp, ...]) -> bytes:
         return b"".join(_SEM.pack(i.sem, self.ops.index(i.op), 0, i.value) for i in value)
 
+    def patch(self, out: np.ndarray, off: int, value: Any) -> None:
+        for j, item in enumerate(value):
+            put_lanes(out, off + _SEM.size * j + 4, item.value, 4)
+
     def decode_items(self, buf: bytes, off: int, n: int) -> tuple[SemOp, ...]:
         items = []
         for k in range(n):
@@ -701,6 +748,9 @@ class SemOneKind(Kind):
 
     def encode(self, value: SemOp) -> bytes:
         return self._list.encode((value,))
+
+    def patch(self, out: np.ndarray, off: int, value: Any) -> None:
+        self._list.patch(out, off, (value,))
 
     def decode(self, buf: bytes, off: int) -> SemOp:
         return self._list.decode_items(buf, off, 1)[0]

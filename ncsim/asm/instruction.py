@@ -20,10 +20,14 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+import numpy as np
+
 from ncsim import isa
 from ncsim.asm.fields import FieldError, ParseEnv, SemOp, suggest
+from ncsim.asm.lanes import Lanes
 from ncsim.asm.lexer import Cursor, Line, describe
 from ncsim.errors import ObjectFileError, SourceLoc
+from ncsim.memory.access import AccessPattern, Immediate
 
 HEADER = struct.Struct("<BBBBHH")
 ENGINE_CODES = {name: i for i, name in enumerate(isa.ENGINES)}
@@ -74,6 +78,56 @@ def encode(instr: Instruction) -> bytes:
     size = fixed + len(tail)
     HEADER.pack_into(body, 0, spec.opcode, ENGINE_CODES[instr.engine], len(instr.waits), len(instr.signals), size, 0)
     return bytes(body) + tail
+
+
+def pick(value: Any, lane: int) -> Any:
+    """`value` (an operand, or a whole Instruction) as it is in one lane: every Lanes replaced by
+    its value there (`ncsim.asm.lanes`)."""
+    if isinstance(value, Lanes):
+        return int(value.v[lane])
+    if isinstance(value, AccessPattern):
+        return AccessPattern(value.memory, value.dtype, pick(value.partition, lane), pick(value.partitions, lane),
+                             pick(value.offset, lane), pick(value.dims, lane))
+    if isinstance(value, Immediate):
+        return Immediate(pick(value.value, lane), value.dtype)
+    if isinstance(value, SemOp):
+        return SemOp(value.sem, value.op, pick(value.value, lane))
+    if isinstance(value, tuple):
+        return tuple(pick(v, lane) for v in value)
+    if isinstance(value, Instruction):
+        return Instruction(value.spec, value.engine, {k: pick(v, lane) for k, v in value.operands.items()},
+                           pick(value.waits, lane), pick(value.signals, lane), value.loc, value.given)
+    return value
+
+
+def has_lanes(value: Any) -> bool:
+    if isinstance(value, Lanes):
+        return True
+    if isinstance(value, AccessPattern):
+        return any(isinstance(x, Lanes) for x in (value.partition, value.partitions, value.offset)) or \
+            has_lanes(value.dims)
+    if isinstance(value, (Immediate, SemOp)):
+        return isinstance(value.value, Lanes)
+    if isinstance(value, tuple):
+        return any(has_lanes(v) for v in value)
+    return False
+
+
+def encode_lanes(instr: Instruction, n: int) -> np.ndarray:
+    """The encodings of an instruction whose operands have `n` lanes: [n, size] bytes, one row a lane
+    (what `encode(pick(instr, lane))` gives for each lane, without a Python call per lane)."""
+    base = np.frombuffer(encode(pick(instr, 0)), np.uint8)
+    out = np.tile(base, (n, 1))
+    placed, fixed = layout(instr.spec.opcode)
+    for operand, off in placed:
+        value = instr.operands[operand.name]
+        if has_lanes(value):
+            operand.kind.patch(out, off, value)
+    if has_lanes(instr.waits):
+        isa.WAITS.patch(out, fixed, instr.waits)
+    if has_lanes(instr.signals):
+        isa.SIGNALS.patch(out, fixed + 8 * len(instr.waits), instr.signals)
+    return out
 
 
 def decode_one(buf: bytes, pos: int, file: str = "<object>") -> tuple[Instruction, int]:

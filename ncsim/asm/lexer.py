@@ -84,6 +84,7 @@ class Cursor:
         self.line = line
         self.toks = line.tokens
         self.i = start
+        self.parens = 0  # how deep the expression parser is in parentheses and powers (ncsim.asm.expr)
 
     def peek(self, k: int = 0) -> Token:
         return self.toks[min(self.i + k, len(self.toks) - 1)]

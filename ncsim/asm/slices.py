@@ -26,6 +26,12 @@ def row_major_strides(shape: tuple[int, ...]) -> list[int]:
     return strides
 
 
+def span_count(start: int, stop: int, step: int) -> int:
+    """len(range(start, stop, step)) for step > 0, by arithmetic (so that it works on lanes too)."""
+    count = (stop - start + step - 1) // step
+    return count if count > 0 else 0
+
+
 def parse_index(cur: Cursor, env: Env, dim: int, size: int) -> tuple[int, int, int] | int:
     """One index of a subscript: an int, or (start, stop, step) clamped as numpy does."""
     tok = cur.peek()
@@ -56,7 +62,7 @@ def parse_index(cur: Cursor, env: Env, dim: int, size: int) -> tuple[int, int, i
             raise cur.error("slice step cannot be zero", step_tok)
     start = 0 if start is None else start
     start, stop = min(start, size), min(stop, size)
-    if len(range(start, stop, step)) == 0:
+    if span_count(start, stop, step) == 0:
         raise cur.error(f"the slice {start}:{stop}:{step} of dimension {dim} (size {size}) is empty", tok)
     return start, stop, step
 
@@ -82,7 +88,7 @@ def tensor_view(cur: Cursor, env: Env, t: TensorEntry, name_tok: Token) -> Acces
     dims: list[tuple[int, int]] = []
     for axis, (index, stride) in enumerate(zip(indices, strides)):
         if memory != Memory.HBM and axis == 0:
-            if isinstance(index, int):
+            if not isinstance(index, tuple):
                 partition, partitions = t.partition + index, 1
             else:
                 start, stop, step = index
@@ -91,12 +97,12 @@ def tensor_view(cur: Cursor, env: Env, t: TensorEntry, name_tok: Token) -> Acces
                                     " contiguous range (no striding across partitions)", name_tok)
                 partition, partitions = t.partition + start, stop - start
             continue
-        if isinstance(index, int):
+        if not isinstance(index, tuple):
             offset_elems += index * stride
         else:
             start, stop, step = index
             offset_elems += start * stride
-            dims.append((step * stride, len(range(start, stop, step))))
+            dims.append((step * stride, span_count(start, stop, step)))
     if not dims:
         dims = [(1, 1)]
     limit = MAX_HBM_DIMS if memory == Memory.HBM else MAX_FREE_DIMS
