@@ -33,17 +33,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from ncsim import dtypes
-from ncsim.asm import objfile, template
+from ncsim.asm import build, objfile, template
 from ncsim.asm.alloc import Allocator
 from ncsim.asm.expr import parse_int, parse_number
 from ncsim.asm.fields import SEM_NAME, ParseEnv, suggest
-from ncsim.asm.instruction import Instruction, encode, parse_instruction
+from ncsim.asm.instruction import Instruction, decode_one, parse_instruction
 from ncsim.asm.lexer import Cursor, Line, Token, string_value
 from ncsim.asm.objfile import LineEntry, ObjectFile, TensorEntry
 from ncsim.asm.rules import check_instruction, check_tensor
 from ncsim.asm.slices import tensor_view
-from ncsim.asm.sync import describe_edges, synchronise, used_semaphores
 from ncsim.config import DEFAULT, Config
 from ncsim.errors import AsmError
 from ncsim.memory.access import AccessPattern
@@ -103,26 +104,52 @@ class LanguageEnv(ParseEnv):
 
 @dataclass
 class Program:
-    """What the assembler has gathered so far; `to_object()` encodes it."""
+    """What the assembler has gathered: chunks of instructions (`ncsim.asm.build.Chunk`: one parsed
+    line, its lanes at their program-order positions); `build()` synchronises and encodes them."""
 
     kernel: str
     files: list[str] = field(default_factory=list)
     tensors: dict[str, TensorEntry] = field(default_factory=dict)
-    instructions: list[Instruction] = field(default_factory=list)
-    lines: list[tuple[int, int, int]] = field(default_factory=list)  # per instruction: file index, line, col
+    chunks: list[build.Chunk] = field(default_factory=list)
+    count: int = 0  # instructions so far (program order positions 0..count-1)
     sync: str = "auto"
-    sync_report: str = ""  # what automatic synchronisation inserted, and why
+    encoded: build.Encoded | None = None  # set by build()
+    _sync_report: Callable[[], str] | None = None
 
-    def synchronise(self, config: Config, reserved: set[int]) -> None:
-        """Insert the semaphores between streams (in auto mode)."""
-        if self.sync != "auto":
-            self.sync_report = "synchronisation: manual (.sync manual): nothing inserted"
-            return
-        result = synchronise(self.instructions, config.semaphores, used_semaphores(self.instructions) | reserved)
-        where = [f"{self.files[f]}:{ln}" for f, ln, _ in self.lines]
-        self.sync_report = describe_edges(result, self.instructions, where)
-        self.lines = [self.lines[k] for k in result.origin]
-        self.instructions = result.instructions
+    def add(self, instr: Instruction, where: tuple[int, int, int], positions: np.ndarray | None = None) -> None:
+        """Append `instr` (one lane), or a chunk of lanes at `positions` (relative to the end)."""
+        at = np.array([0], np.int64) if positions is None else positions
+        self.chunks.append(build.Chunk(instr, at + self.count, where))
+        self.count += len(at)
+
+    @property
+    def instructions(self) -> list[Instruction]:
+        """Every instruction in program order, one Python object each, with the waits and signals
+        synchronisation gave them once built (for inspection and tests; the assembler itself never
+        makes them)."""
+        if self.encoded is None:
+            gathered = build.Gathered(self.chunks, self.count)
+            return [gathered.instruction(g) for g in range(self.count)]
+        enc = self.encoded
+        raw = enc.words.tobytes()
+        return [decode_one(raw, 8 * int(enc.pos[k]))[0] for k in np.lexsort((enc.pos, enc.origin))]
+
+    @property
+    def sync_report(self) -> str:
+        """What automatic synchronisation inserted, and why (made when asked: one line per wait)."""
+        return self._sync_report() if self._sync_report is not None else ""
+
+    def build(self, config: Config, reserved: set[int]) -> build.Encoded:
+        """Insert the semaphores between streams (in auto mode) and encode everything."""
+        gathered = build.Gathered(self.chunks, self.count)
+        if self.sync == "auto":
+            synced = build.synchronise(gathered, config.semaphores, build.used_semaphores(self.chunks) | reserved)
+            self._sync_report = lambda: build.describe(gathered, synced, self.files)
+        else:
+            synced = build.Synced.none(self.count)
+            self._sync_report = lambda: "synchronisation: manual (.sync manual): nothing inserted"
+        self.encoded = build.encode_program(gathered, synced)
+        return self.encoded
 
     def file_index(self, path: str) -> int:
         if path not in self.files:
@@ -130,12 +157,14 @@ class Program:
         return self.files.index(path)
 
     def to_object(self) -> ObjectFile:
+        enc = self.encoded
+        assert enc is not None, "build() first"
         obj = ObjectFile(kernel=self.kernel, files=list(self.files), tensors=list(self.tensors.values()))
-        streams: dict[str, list[bytes]] = {e: [] for e in objfile.ENGINES}
-        for instr, (f, ln, col) in zip(self.instructions, self.lines):
-            obj.lines[instr.engine].append(LineEntry(len(streams[instr.engine]), f, ln, col))
-            streams[instr.engine].append(encode(instr))
-        obj.streams = {e: b"".join(parts) for e, parts in streams.items()}
+        obj.streams = {e: enc.stream_bytes(i) for i, e in enumerate(objfile.ENGINES)}
+        for i, e in enumerate(objfile.ENGINES):
+            lo, hi = int(enc.first[i]), int(enc.first[i + 1])
+            obj.lines[e] = [LineEntry(j, f, ln, col) for j, (f, ln, col) in
+                            enumerate(zip(enc.file[lo:hi].tolist(), enc.line[lo:hi].tolist(), enc.col[lo:hi].tolist()))]
         return obj
 
 
@@ -167,7 +196,7 @@ class Assembler:
     def assemble(self, text: str, filename: str) -> ObjectFile:
         self.program.kernel = _identifier(Path(filename).stem)
         self.assemble_lines(text, filename)
-        self.program.synchronise(self.config, set(self.env.sems.values()))
+        self.program.build(self.config, set(self.env.sems.values()))
         return self.program.to_object()
 
     def assemble_lines(self, text: str, filename: str) -> None:
@@ -331,14 +360,13 @@ class Assembler:
         return self.queues[key]
 
     def emit(self, instr: Instruction, line: Line) -> None:
-        if len(self.program.instructions) >= MAX_INSTRUCTIONS:
+        if self.program.count >= MAX_INSTRUCTIONS:
             raise line.error(f"the program unrolls to more than {MAX_INSTRUCTIONS} instructions")
         if self.next_loc is not None:
             where, self.next_loc = self.next_loc, None
         else:
             where = (self.program.file_index(line.file), line.lineno, instr.loc.col if instr.loc else 1)
-        self.program.instructions.append(instr)
-        self.program.lines.append(where)
+        self.program.add(instr, where)
 
     # ---------------------------------------------------------------- directives
     def d_kernel(self, line: Line, cur: Cursor) -> None:
@@ -356,7 +384,7 @@ class Assembler:
         tok = cur.expect_ident("auto or manual")
         if tok.text not in ("auto", "manual"):
             raise cur.error(f"expected auto or manual, found '{tok.text}'", tok)
-        if self.program.instructions:
+        if self.program.count:
             raise cur.error(".sync must come before the first instruction", tok)
         self.program.sync = tok.text
 

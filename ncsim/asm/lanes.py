@@ -170,12 +170,12 @@ class Lanes:
     def __ge__(self, o: Any) -> LaneBool | bool:
         return self._cmp(o, operator.ge)
 
-    def __eq__(self, o: Any) -> LaneBool | bool:  # type: ignore[override]
+    def __eq__(self, o: object) -> LaneBool | bool:  # type: ignore[override]
         if not isinstance(o, (int, Lanes)):
             return False
         return self._cmp(o, operator.eq)
 
-    def __ne__(self, o: Any) -> LaneBool | bool:  # type: ignore[override]
+    def __ne__(self, o: object) -> LaneBool | bool:  # type: ignore[override]
         if not isinstance(o, (int, Lanes)):
             return True
         return self._cmp(o, operator.ne)

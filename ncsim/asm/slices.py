@@ -29,7 +29,7 @@ def row_major_strides(shape: tuple[int, ...]) -> list[int]:
 def span_count(start: int, stop: int, step: int) -> int:
     """len(range(start, stop, step)) for step > 0, by arithmetic (so that it works on lanes too)."""
     count = (stop - start + step - 1) // step
-    return count if count > 0 else 0
+    return max(0, count)
 
 
 def parse_index(cur: Cursor, env: Env, dim: int, size: int) -> tuple[int, int, int] | int:

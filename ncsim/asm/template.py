@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ncsim.asm.build import Chunk
 from ncsim.asm.fields import FieldError
-from ncsim.asm.instruction import Instruction, pick
+from ncsim.asm.instruction import Instruction
 from ncsim.asm.lanes import Diverge, Unvectorisable, lanes
 from ncsim.asm.lexer import Cursor, Line
 from ncsim.errors import AsmError
@@ -179,7 +180,7 @@ def assemble_loop(asm: Assembler, tree: Loop) -> None:
     pending: list[Pending] = []
     counts = expand(asm, [tree], {}, 1, pending)
     n = int(counts[0])
-    base = len(asm.program.instructions)
+    base = asm.program.count
     from ncsim.asm.assembler import MAX_INSTRUCTIONS  # the one limit, kept beside the legacy path's use
 
     if base + n > MAX_INSTRUCTIONS:
@@ -196,13 +197,9 @@ def assemble_loop(asm: Assembler, tree: Loop) -> None:
 
 
 def _materialise(asm: Assembler, parsed: list[Parsed], n: int) -> None:
-    """Append the rows' instructions to the program in program order."""
-    instrs: list[Instruction | None] = [None] * n
-    wheres: list[tuple[int, int, int] | None] = [None] * n
+    """Add the parsed templates to the program as chunks (their positions follow what is there)."""
+    base = asm.program.count
     for p in parsed:
         where = (asm.program.file_index(p.line.file), p.line.lineno, p.instr.loc.col if p.instr.loc else 1)
-        for lane, position in enumerate(p.positions.tolist()):
-            instrs[position] = pick(p.instr, lane)
-            wheres[position] = where
-    asm.program.instructions.extend(instrs)
-    asm.program.lines.extend(wheres)
+        asm.program.chunks.append(Chunk(p.instr, p.positions + base, where))
+    asm.program.count += n

@@ -1,0 +1,373 @@
+"""From parsed instructions to encoded streams, as flat arrays: synchronisation and encoding.
+
+The assembler gathers *chunks*: one parsed instruction whose values may hold lanes (one per loop
+iteration, `ncsim.asm.lanes`), and the program-order positions of its lanes. A line outside loops
+is a chunk of one lane. This module never makes a Python object per instruction:
+
+1. `Gathered`: per instruction, in program order, which chunk and lane it is, its engine and its
+   stream, and its accesses (memory, partitions, byte offset, dimensions) as one CSR table;
+2. automatic synchronisation (`ncsim.asm.sync.find_edges` over that table) gives the waits, and the
+   semaphores are assigned to the streams waited for, as `ncsim.asm.sync` documents;
+3. `encode`: every chunk encoded for all its lanes at once (`encode_lanes`), the waits and signals
+   spliced in, the headers patched, laid out per engine stream as one array of 64-bit words.
+
+An instruction that would wait on more semaphores than the encoding holds is the one case built one
+at a time (the extra waits go on sem_wait instructions before it, on its engine).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+
+import numpy as np
+
+from ncsim import isa
+from ncsim.asm import sync
+from ncsim.asm.fields import SemOp
+from ncsim.asm.instruction import Instruction, encode, encode_lanes, layout, pick
+from ncsim.asm.lanes import Lanes
+from ncsim.errors import AsmError
+from ncsim.memory.access import AccessPattern, Memory
+
+ENGINES = isa.ENGINES
+MAX_DIMS = 5
+
+
+@dataclass
+class Chunk:
+    """`instr` (values may be lanes) at the program-order `positions` of its lanes, from source `where`
+    (file index, line, column)."""
+
+    instr: Instruction
+    positions: np.ndarray
+    where: tuple[int, int, int]
+
+    @property
+    def n(self) -> int:
+        return len(self.positions)
+
+
+def column(value: int | Lanes, n: int) -> np.ndarray:
+    return value.v if isinstance(value, Lanes) else np.full(n, value, np.int64)
+
+
+@dataclass
+class Gathered:
+    """Per instruction g (program order): chunk[g], lane[g], engine[g], stream[g] (ids into
+    `stream_names`), and the accesses of instruction g, rows acc_ptr[g]..acc_ptr[g + 1] of the acc_*
+    columns, in the order `ncsim.asm.sync.accesses` gives them."""
+
+    chunks: list[Chunk]
+    n: int
+    chunk: np.ndarray = field(init=False)
+    lane: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.chunk = np.empty(self.n, np.int64)
+        self.lane = np.empty(self.n, np.int64)
+        for ci, c in enumerate(self.chunks):
+            self.chunk[c.positions] = ci
+            self.lane[c.positions] = np.arange(c.n)
+
+    def instruction(self, g: int) -> Instruction:
+        return pick(self.chunks[int(self.chunk[g])].instr, int(self.lane[g]))
+
+    @cached_property
+    def engine(self) -> np.ndarray:
+        per_chunk = np.array([ENGINES.index(c.instr.engine) for c in self.chunks], np.int64)
+        return per_chunk[self.chunk] if self.n else np.zeros(0, np.int64)
+
+    @cached_property
+    def streams(self) -> tuple[np.ndarray, list[str], np.ndarray]:
+        """(stream id per instruction, stream names, the stream id of each instruction's issuing
+        engine): names sorted, the engines among them, as `ncsim.asm.sync.synchronise` numbers them."""
+        per_lane: list[tuple[Chunk, np.ndarray | None]] = []
+        names = {c.instr.engine for c in self.chunks}
+        for c in self.chunks:
+            if c.instr.mnemonic == "dma_copy":
+                queues = column(c.instr.operands["queue"], c.n)
+                per_lane.append((c, queues))
+                names.update(f"dma queue {q} from {c.instr.engine}" for q in np.unique(queues).tolist())
+            else:
+                per_lane.append((c, None))
+        ordered = sorted(names)
+        sid = {s: k for k, s in enumerate(ordered)}
+        stream = np.empty(self.n, np.int64)
+        for c, queues in per_lane:
+            if queues is None:
+                stream[c.positions] = sid[c.instr.engine]
+            else:
+                uq, inv = np.unique(queues, return_inverse=True)
+                ids = np.array([sid[f"dma queue {q} from {c.instr.engine}"] for q in uq.tolist()], np.int64)
+                stream[c.positions] = ids[inv]
+        engine_ids = np.array([sid.get(e, -1) for e in ENGINES], np.int64)
+        return stream, ordered, engine_ids[self.engine]
+
+    @cached_property
+    def accesses(self) -> dict[str, np.ndarray]:
+        per_chunk = [sync.accesses(c.instr) for c in self.chunks]
+        counts = np.array([len(a) for a in per_chunk], np.int64)
+        ptr = np.zeros(self.n + 1, np.int64)
+        if self.n:
+            np.cumsum(counts[self.chunk], out=ptr[1:])
+        rows = int(ptr[-1])
+        out = {"ptr": ptr, "memory": np.zeros(rows, np.int64), "partition": np.zeros(rows, np.int64),
+               "partitions": np.zeros(rows, np.int64), "offset": np.zeros(rows, np.int64),
+               "itemsize": np.zeros(rows, np.int64), "ndims": np.zeros(rows, np.int64),
+               "dims": np.zeros((rows, MAX_DIMS, 2), np.int64), "write": np.zeros(rows, np.bool_),
+               "operand": np.zeros(rows, np.int64)}
+        names: dict[str, int] = {}
+        for c, accs in zip(self.chunks, per_chunk):
+            base = ptr[c.positions]
+            for a, acc in enumerate(accs):
+                r = base + a
+                ap: AccessPattern = acc.ap
+                out["memory"][r] = int(ap.memory)
+                out["partition"][r] = column(ap.partition, c.n)
+                out["partitions"][r] = column(ap.partitions, c.n)
+                out["offset"][r] = column(ap.offset, c.n)
+                out["itemsize"][r] = ap.dtype.itemsize
+                out["ndims"][r] = len(ap.dims)
+                for d, (step, count) in enumerate(ap.dims):
+                    out["dims"][r, d, 0] = column(step, c.n)
+                    out["dims"][r, d, 1] = column(count, c.n)
+                out["write"][r] = acc.write
+                out["operand"][r] = names.setdefault(acc.operand, len(names))
+        out["operand_names"] = np.array(list(names) or [""], dtype=object)
+        return out
+
+
+@dataclass
+class Synced:
+    """The waits automatic synchronisation inserted: edge j makes `consumer[j]` wait for `producer[j]`
+    (program order), a hazard of `kind[j]` (0 RAW, 1 WAR, 2 WAW) between operands; `sem_of` maps a
+    stream id to its semaphore, `rank[g]` is g's place among its stream's producers (from 1)."""
+
+    producer: np.ndarray
+    consumer: np.ndarray
+    kind: np.ndarray
+    producer_operand: np.ndarray  # index into Gathered.accesses["operand_names"]
+    consumer_operand: np.ndarray
+    memory: np.ndarray  # Memory code of the hazard
+    sem_of: dict[int, int]
+    rank: np.ndarray
+
+    @staticmethod
+    def none(n: int) -> Synced:
+        e = np.zeros(0, np.int64)
+        return Synced(e, e, e, e, e, e, {}, np.zeros(n, np.int64))
+
+
+def used_semaphores(chunks: list[Chunk]) -> set[int]:
+    """Semaphores the program's own instructions name (automatic synchronisation avoids them)."""
+    used = set()
+    for c in chunks:
+        instr = c.instr
+        for op in instr.waits + instr.signals:
+            used.add(op.sem)
+        for v in instr.operands.values():
+            if isinstance(v, SemOp):
+                used.add(v.sem)
+    return used
+
+
+class _Lazy:
+    """A sequence whose items are made when read (for the few a report names)."""
+
+    def __init__(self, item: Callable[[int], object]):
+        self.item = item
+
+    def __getitem__(self, g: int) -> object:
+        return self.item(g)
+
+
+def describe(gathered: Gathered, synced: Synced, files: list[str]) -> str:
+    """`ncsim.asm.sync.describe_edges` for the arrays: one line per wait, who waits for whom and why."""
+    stream, names, _ = gathered.streams
+    acc = gathered.accesses
+    operand = acc["operand_names"]
+    memory = {int(m): m.label for m in Memory}
+    edges = []
+    for j in range(len(synced.producer)):
+        p, c = int(synced.producer[j]), int(synced.consumer[j])
+        wait = SemOp(synced.sem_of[int(stream[p])], ">=", int(synced.rank[p]))
+        edges.append(sync.Edge(p, c, KINDS[int(synced.kind[j])], str(operand[synced.producer_operand[j]]),
+                               str(operand[synced.consumer_operand[j]]), memory[int(synced.memory[j])], wait))
+    semaphores = {names[s]: sem for s, sem in sorted(synced.sem_of.items(), key=lambda x: x[1])}
+    result = sync.SyncResult([], [], edges, semaphores)
+
+    def where(g: int) -> str:
+        f, ln, _ = gathered.chunks[int(gathered.chunk[g])].where
+        return f"{files[f]}:{ln}"
+
+    return sync.describe_edges(result, _Lazy(gathered.instruction), _Lazy(where))
+
+
+KINDS = sync.KINDS
+
+
+def synchronise(gathered: Gathered, num_semaphores: int, reserved: set[int]) -> Synced:
+    """The waits between streams (see `ncsim.asm.sync`), and a semaphore for each stream waited for."""
+    stream, names, issuer = gathered.streams
+    acc = gathered.accesses
+    producer, consumer, kind, prow, crow = sync.synchronise_arrays(
+        stream, issuer, acc["ptr"], acc["memory"], acc["partition"], acc["partitions"],
+        acc["offset"], acc["itemsize"], acc["ndims"], acc["dims"], acc["write"])
+    pa, ca = acc["operand"][prow], acc["operand"][crow]
+    memory = acc["memory"][prow]
+    producers = np.unique(producer)
+    waited = sorted({names[s] for s in stream[producers].tolist()}, key=lambda s: (s.startswith("dma"), s))
+    free = [s for s in range(num_semaphores) if s not in reserved]
+    if len(waited) > len(free):
+        raise AsmError(f"automatic synchronisation needs {len(waited)} semaphores, {len(free)} are free")
+    sem_of = {names.index(s): sem for s, sem in zip(waited, free)}
+    rank = np.zeros(gathered.n, np.int64)
+    if len(producers):
+        ps = stream[producers]
+        order = np.argsort(ps, kind="stable")
+        sorted_streams = ps[order]
+        group_start = np.searchsorted(sorted_streams, sorted_streams, side="left")
+        rank[producers[order]] = np.arange(len(order)) - group_start + 1
+    return Synced(producer, consumer, kind, pa, ca, memory, sem_of, rank)
+
+
+@dataclass
+class Encoded:
+    """The program as the object holds it: `words` (every stream's instructions, in ENGINES order),
+    `word_first[e]` where stream e starts; per instruction k (streams in ENGINES order) its word
+    position `pos[k]` and its source place (`file`, `line`, `col`); `first[e]` the k of stream e's first
+    instruction; `origin[k]` the program-order instruction it was made for (a sem_wait inserted for an
+    instruction's extra waits has that instruction's)."""
+
+    words: np.ndarray
+    word_first: np.ndarray
+    pos: np.ndarray
+    first: np.ndarray
+    file: np.ndarray
+    line: np.ndarray
+    col: np.ndarray
+    origin: np.ndarray
+
+    def stream_bytes(self, e: int) -> bytes:
+        return self.words[self.word_first[e]:self.word_first[e + 1]].tobytes()
+
+
+_SEM_WAIT = isa.BY_MNEMONIC["sem_wait"]
+
+
+def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
+    n = gathered.n
+    chunks = gathered.chunks
+    stream, names, _ = gathered.streams
+    sem_by_stream = np.zeros(max(len(names), 1), np.uint64)
+    for s, sem in synced.sem_of.items():
+        sem_by_stream[s] = sem
+    aw = np.bincount(synced.consumer, minlength=n).astype(np.int64)  # automatic waits per instruction
+    signs = np.zeros(n, np.int64)
+    signs[np.unique(synced.producer)] = 1
+    own_w = np.array([len(c.instr.waits) for c in chunks], np.int64)[gathered.chunk] if n else np.zeros(0, np.int64)
+    own_s = np.array([len(c.instr.signals) for c in chunks], np.int64)[gathered.chunk] if n else np.zeros(0, np.int64)
+    fixed = np.array([layout(c.instr.spec.opcode)[1] // 8 for c in chunks], np.int64)[gathered.chunk] \
+        if n else np.zeros(0, np.int64)
+    limit = isa.WAITS.max_len
+    special = (own_w + aw > limit) | (own_s + signs > isa.SIGNALS.max_len)
+    size = fixed + own_w + aw + own_s + signs  # words
+    blobs: dict[int, tuple[list[bytes], int]] = {}  # g -> (encoded instructions, sem_waits before it)
+    for g in np.flatnonzero(special).tolist():
+        blobs[g] = _one_by_one(gathered, synced, stream, g)
+        size[g] = sum(len(b) for b in blobs[g][0]) // 8
+    made = np.ones(n, np.int64)  # instructions each program-order instruction becomes
+    for g, (parts, _) in blobs.items():
+        made[g] = len(parts)
+
+    # Layout: streams in ENGINES order, program order within each.
+    engine = gathered.engine
+    korder = np.lexsort((np.arange(n), engine)) if n else np.zeros(0, np.int64)  # g of each slot
+    word_start = np.zeros(n, np.int64)
+    sizes_sorted = size[korder]
+    starts_sorted = np.cumsum(sizes_sorted) - sizes_sorted
+    word_start[korder] = starts_sorted
+    total_words = int(sizes_sorted.sum())
+    words = np.zeros(total_words, np.uint64)
+    word_first = np.zeros(len(ENGINES) + 1, np.int64)
+    counts = np.bincount(engine, weights=size, minlength=len(ENGINES)).astype(np.int64) if n else \
+        np.zeros(len(ENGINES), np.int64)
+    np.cumsum(counts, out=word_first[1:])
+
+    # Edges grouped by consumer, in the order they were found: the j-th wait of each consumer.
+    eorder = np.argsort(synced.consumer, kind="stable")
+    cons_sorted = synced.consumer[eorder]
+    nth = np.arange(len(eorder)) - np.searchsorted(cons_sorted, cons_sorted, side="left")
+    wait_word = (sem_by_stream[stream[synced.producer]]
+                 | (synced.rank[synced.producer].astype(np.uint64) << np.uint64(32)))
+
+    for ci, c in enumerate(chunks):
+        gs = c.positions
+        keep = ~special[gs]
+        if not keep.any():
+            continue
+        lanes_idx = np.flatnonzero(keep)
+        gs = gs[keep]
+        enc = encode_lanes(c.instr, c.n)[lanes_idx].view("<u8").astype(np.uint64)
+        fw = int(fixed[gs[0]])
+        w, s = len(c.instr.waits), len(c.instr.signals)
+        st = word_start[gs]
+        head = fw + w
+        words[st[:, None] + np.arange(head)] = enc[:, :head]
+        if s:
+            words[(st + head + aw[gs])[:, None] + np.arange(s)] = enc[:, head:head + s]
+        nw = w + aw[gs]
+        ns = s + signs[gs]
+        header = enc[:, 0] & np.uint64(0xFFFF)
+        header |= nw.astype(np.uint64) << np.uint64(16)
+        header |= ns.astype(np.uint64) << np.uint64(24)
+        header |= (size[gs] * 8).astype(np.uint64) << np.uint64(32)
+        words[st] = header
+    # Automatic waits, after the instruction's own; its signal after its own signals.
+    normal = ~special[cons_sorted]
+    cs = cons_sorted[normal]
+    words[word_start[cs] + fixed[cs] + own_w[cs] + nth[normal]] = wait_word[eorder][normal]
+    sig = np.flatnonzero((signs == 1) & ~special)
+    if len(sig):
+        sig_word = sem_by_stream[stream[sig]] | (np.uint64(1) << np.uint64(32))
+        words[word_start[sig] + fixed[sig] + own_w[sig] + aw[sig] + own_s[sig]] = sig_word
+    for g, (parts, _) in blobs.items():
+        raw = np.frombuffer(b"".join(parts), "<u8")
+        words[word_start[g]:word_start[g] + len(raw)] = raw
+
+    # Per instruction k: its place, source and origin (inserted sem_waits repeat their instruction's).
+    gk = np.repeat(korder, made[korder])
+    k_count = len(gk)
+    pos = np.repeat(word_start[korder], made[korder])
+    for g, (parts, _) in blobs.items():
+        pos[np.flatnonzero(gk == g)] = word_start[g] + np.cumsum([0] + [len(p) // 8 for p in parts[:-1]])
+    where = np.array([c.where for c in chunks], np.int64).reshape(-1, 3)
+    src = where[gathered.chunk[gk]] if k_count else np.zeros((0, 3), np.int64)
+    first = np.zeros(len(ENGINES) + 1, np.int64)
+    np.cumsum(np.bincount(engine[gk], minlength=len(ENGINES)) if k_count else np.zeros(len(ENGINES), np.int64),
+              out=first[1:])
+    return Encoded(words, word_first, pos, first, src[:, 0].copy(), src[:, 1].copy(), src[:, 2].copy(), gk)
+
+
+def _one_by_one(gathered: Gathered, synced: Synced, stream: np.ndarray, g: int) -> tuple[list[bytes], int]:
+    """Instruction g encoded the slow way: its waits beyond the encoding's limit on sem_waits before it."""
+    instr = gathered.instruction(g)
+    mine = np.flatnonzero(synced.consumer == g)
+    auto = [SemOp(synced.sem_of[int(stream[synced.producer[j]])], ">=", int(synced.rank[synced.producer[j]]))
+            for j in mine]
+    waits = list(instr.waits) + auto
+    limit = isa.WAITS.max_len
+    extra, waits = (waits[:-limit], waits[-limit:]) if len(waits) > limit else ([], waits)
+    signals = list(instr.signals)
+    if synced.rank[g]:
+        signals.append(SemOp(synced.sem_of[int(stream[g])], "+=", 1))
+    if len(signals) > isa.SIGNALS.max_len:
+        raise AsmError(f"{instr.mnemonic} would signal {len(signals)} semaphores; an instruction signals at most"
+                       f" {isa.SIGNALS.max_len}").at(instr.loc)
+    parts = [encode(Instruction(_SEM_WAIT, instr.engine, {"cond": w}, loc=instr.loc)) for w in extra]
+    parts.append(encode(replace(instr, waits=tuple(waits), signals=tuple(signals))))
+    return parts, len(extra)
+
+
