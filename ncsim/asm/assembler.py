@@ -12,7 +12,8 @@ instruction. Directives of this layer:
     .const NAME = EXPR                    a named integer or float constant
     .sem NAME                             a named semaphore (for programs that synchronise by hand)
     .for VAR in START..STOP [step S]      repeat the lines up to the matching .end, VAR = START, ...
-    .end                                  (STOP excluded), unrolled at assembly time
+    .end                                  (STOP excluded), unrolled at assembly time: each body line
+                                          is parsed once for all iterations (ncsim.asm.template)
     .include "PATH"                       the lines of another file (relative to this one)
     .sync auto|manual                     auto (the default): the assembler inserts the semaphore waits
                                           and signals between engines (ncsim.asm.sync); manual: the
@@ -22,8 +23,10 @@ instruction. Directives of this layer:
 
 Operands name declared tensors and numpy-style slices of them (`ncsim.asm.slices`), or raw access
 patterns. Tensors without an address are placed by `ncsim.asm.alloc`. Declared tensors go into the
-object's tensor table (the simulator gives inputs and reads outputs through it). Instructions go to
-the stream of the engine that runs them, in program order.
+object's tensor table (the simulator gives inputs and reads outputs through it). Instructions are
+gathered as chunks (a parsed line and the program-order positions of its iterations); `ncsim.asm.build`
+synchronises and encodes them as flat arrays, each to the stream of the engine that runs it, in
+program order.
 """
 
 from __future__ import annotations
