@@ -166,8 +166,8 @@ class Program:
         obj.streams = {e: enc.stream_bytes(i) for i, e in enumerate(objfile.ENGINES)}
         for i, e in enumerate(objfile.ENGINES):
             lo, hi = int(enc.first[i]), int(enc.first[i + 1])
-            obj.lines[e] = [LineEntry(j, f, ln, col) for j, (f, ln, col) in
-                            enumerate(zip(enc.file[lo:hi].tolist(), enc.line[lo:hi].tolist(), enc.col[lo:hi].tolist()))]
+            obj.lines[e] = list(map(LineEntry._make, zip(range(hi - lo), enc.file[lo:hi].tolist(),
+                                                         enc.line[lo:hi].tolist(), enc.col[lo:hi].tolist())))
         return obj
 
 

@@ -67,6 +67,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import numpy as np
 from elftools.elf.elffile import ELFFile
 
 from ncsim.asm.objfile import ENGINES, TENSOR_KINDS, LineEntry, ObjectFile, TensorEntry
@@ -151,6 +152,26 @@ def _check_range(value: int, limit: int, what: str) -> int:
     return value
 
 
+_LINE_RECORD = np.dtype([("engine", "u1"), ("reserved", "V3"), ("index", "<u4"), ("file", "<u4"), ("line", "<u4"),
+                         ("col", "<u4")])
+
+
+def _line_records(code: int, entries: list[LineEntry], nfiles: int) -> bytes | None:
+    """The .ncsim.lines records of one stream, packed by numpy; None when an entry breaks a rule (the
+    caller's loop, one entry at a time, then says which and how)."""
+    try:
+        table = np.array(entries, np.int64).reshape(-1, 4)
+    except (OverflowError, ValueError, TypeError):
+        return None
+    index, file, line, col = table.T
+    if (np.diff(index) <= 0).any() or (file >= nfiles).any() or (table < 0).any() or (table > _U32 - 1).any():
+        return None
+    out = np.zeros(len(table), _LINE_RECORD)
+    out["engine"] = code
+    out["index"], out["file"], out["line"], out["col"] = index, file, line, col
+    return out.tobytes()
+
+
 def write_elf(obj: ObjectFile) -> bytes:
     """The ELF object for `obj`, laid out as the module docstring says; the same object gives the same bytes.
 
@@ -200,6 +221,10 @@ def write_elf(obj: ObjectFile) -> bytes:
 
     lines = bytearray()
     for code, engine in enumerate(ENGINES):
+        fast = _line_records(code, obj.lines.get(engine, []), len(obj.files))
+        if fast is not None:
+            lines += fast
+            continue
         previous = -1
         for entry in obj.lines.get(engine, []):
             what = f"{engine} line entry for instruction {entry.index}"
@@ -507,7 +532,25 @@ class _Reader:
                                        address, TENSOR_KINDS[kind]))
         return tensors
 
+    def read_lines_fast(self, s: _Found, nfiles: int) -> dict[str, list[LineEntry]] | None:
+        """The line table read by numpy; None when anything is off (read_lines' loop then says what)."""
+        if s.entsize != _LINE.size or len(s.data) % _LINE.size:
+            return None
+        table = np.frombuffer(s.data, _LINE_RECORD)
+        engine = table["engine"].astype(np.int64)
+        order = engine * 2**32 + table["index"].astype(np.int64)
+        if ((engine >= len(ENGINES)).any() or (table["reserved"] != np.void(b"\0\0\0")).any()
+                or (np.diff(order) <= 0).any() or (table["file"] >= nfiles).any()):
+            return None
+        bounds = np.searchsorted(engine, np.arange(len(ENGINES) + 1))
+        columns = [table[c].tolist() for c in ("index", "file", "line", "col")]
+        return {e: list(map(LineEntry._make, zip(*(col[bounds[k]:bounds[k + 1]] for col in columns))))
+                for k, e in enumerate(ENGINES)}
+
     def read_lines(self, s: _Found, nfiles: int) -> dict[str, list[LineEntry]]:
+        fast = self.read_lines_fast(s, nfiles)
+        if fast is not None:
+            return fast
         lines: dict[str, list[LineEntry]] = {e: [] for e in ENGINES}
         previous: tuple[int, int] | None = None
         for i, (at, (engine, reserved, index, file, line, col)) in enumerate(self.records(s, _LINE, "line")):

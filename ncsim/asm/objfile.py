@@ -7,6 +7,7 @@ for every instruction the source place it came from.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ncsim import isa
 from ncsim.dtypes import DType
@@ -37,9 +38,9 @@ class TensorEntry:
         return n
 
 
-@dataclass(frozen=True)
-class LineEntry:
-    """Where instruction number `index` of a stream came from. `file` indexes ObjectFile.files."""
+class LineEntry(NamedTuple):
+    """Where instruction number `index` of a stream came from. `file` indexes ObjectFile.files.
+    (A NamedTuple: a program has one per instruction, and these are made and read fastest.)"""
 
     index: int
     file: int
