@@ -13,21 +13,17 @@ import traceback
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ncsim import isa
-from ncsim.asm import objfile
-from ncsim.asm.assembler import Assembler, read_source
-from ncsim.asm.disasm import disassemble
-from ncsim.asm.elf import load_object, write_elf
-from ncsim.asm.fields import suggest
-from ncsim.asm.objfile import ObjectFile
-from ncsim.config import Config, describe, load_config
 from ncsim.errors import NcsimError
-from ncsim.isadoc import describe as describe_instruction
-from ncsim.isadoc import summary_by_engine
+
+# Each command imports what it uses when it runs: `ncsim --help`, `ncsim isa` and `ncsim config`
+# load neither numba nor the engines, and matplotlib is loaded only for --timeline.
+if TYPE_CHECKING:
+    from ncsim.asm.objfile import ObjectFile
+    from ncsim.config import Config
 
 config_file_option = click.option("--config", "config_file", type=click.Path(),
                                   help="TOML file of hardware parameters (see `ncsim config`).")
@@ -35,8 +31,19 @@ set_option = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
                           help="Override one hardware parameter; repeatable.")
 
 
+quiet_option = click.option("--quiet", "-q", is_flag=True,
+                            help="No progress bars and no notice that kernels are being compiled.")
+
+
 def make_config(config_file: str | None, sets: tuple[str, ...]) -> Config:
+    from ncsim.config import load_config
+
     return load_config(config_file, list(sets))
+
+
+def _announce(quiet: bool) -> bool:
+    """Whether to say, on stderr, that numba is compiling ncsim's kernels: to a person at a terminal."""
+    return not quiet and sys.stderr.isatty()
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -49,13 +56,22 @@ def cli() -> None:
 @click.argument("source", type=click.Path())
 @click.option("-o", "--output", type=click.Path(), help="Object file to write (default: SOURCE with .o).")
 @click.option("--show-sync", is_flag=True, help="Print the semaphore waits the assembler inserted, and why.")
+@quiet_option
 @config_file_option
 @set_option
-def asm(source: str, output: str | None, show_sync: bool, config_file: str | None, sets: tuple[str, ...]) -> None:
+def asm(source: str, output: str | None, show_sync: bool, quiet: bool, config_file: str | None,
+        sets: tuple[str, ...]) -> None:
     """Assemble SOURCE (.s) into an ELF object."""
+    from ncsim import progress, warmup
+    from ncsim.asm.assembler import Assembler, read_source
+    from ncsim.asm.elf import write_elf
+
     config = make_config(config_file, sets)
     assembler = Assembler(config)
-    obj = assembler.assemble(read_source(source), source)
+    text = read_source(source)
+    with progress.enable_bars(not quiet), warmup.prepare(_announce(quiet)), \
+            progress.Progress(None, f"assembling {source}"):
+        obj = assembler.assemble(text, source)
     if show_sync:
         click.echo(assembler.program.sync_report)
     out = Path(output) if output else Path(source).with_suffix(".o")
@@ -74,6 +90,9 @@ def asm(source: str, output: str | None, show_sync: bool, config_file: str | Non
 @click.option("-o", "--output", type=click.Path(), help="Write the text here instead of stdout.")
 def disasm(objectfile: str, output: str | None) -> None:
     """Print an object file as assembly that assembles back to the same object."""
+    from ncsim.asm.disasm import disassemble
+    from ncsim.asm.elf import load_object
+
     obj = load_object(objectfile)
     text = disassemble(obj, objectfile)
     if output:
@@ -89,6 +108,11 @@ def disasm(objectfile: str, output: str | None) -> None:
 @click.argument("name", required=False)
 def isa_cmd(name: str | None) -> None:
     """List the instructions by engine, or describe instruction NAME."""
+    from ncsim import isa
+    from ncsim.asm.fields import suggest
+    from ncsim.isadoc import describe as describe_instruction
+    from ncsim.isadoc import summary_by_engine
+
     if name is None:
         click.echo(summary_by_engine())
         return
@@ -103,6 +127,8 @@ def isa_cmd(name: str | None) -> None:
 @set_option
 def config_cmd(config_file: str | None, sets: tuple[str, ...]) -> None:
     """Show the hardware parameters in force, with their sources."""
+    from ncsim.config import describe
+
     click.echo(describe(make_config(config_file, sets)))
 
 
@@ -123,11 +149,12 @@ def config_cmd(config_file: str | None, sets: tuple[str, ...]) -> None:
               help="Draw the timeline as a PNG picture.")
 @click.option("--timing-only", is_flag=True,
               help="Only time the program: no values, inputs, outputs or check (fast, for large programs).")
+@quiet_option
 @config_file_option
 @set_option
 def run(program: str, input_files: tuple[str, ...], out_file: str | None, seed: int, sidecar: str | None,
-        no_check: bool, trace: str | None, timeline: str | None, timing_only: bool, config_file: str | None,
-        sets: tuple[str, ...]) -> None:
+        no_check: bool, trace: str | None, timeline: str | None, timing_only: bool, quiet: bool,
+        config_file: str | None, sets: tuple[str, ...]) -> None:
     """Run PROGRAM (.s or .o) on the simulated NeuronCore: compute its outputs, check them, time it,
     and report what bounds it.
 
@@ -135,6 +162,7 @@ def run(program: str, input_files: tuple[str, ...], out_file: str | None, seed: 
     program has no races, 3 when the outputs differ, 4 when it has races, 1 for an error in the
     program or its inputs.
     """
+    from ncsim import progress, warmup
     from ncsim.runtime.run import run as run_kernel
     from ncsim.runtime.run import save_outputs
 
@@ -149,11 +177,15 @@ def run(program: str, input_files: tuple[str, ...], out_file: str | None, seed: 
         given[name] = path
     if timing_only and (given or out_file):
         raise NcsimError("--timing-only computes no values: it takes no --input and writes no --out")
-    progress = _progress_printer() if sys.stderr.isatty() and not timing_only else None
-    result = run_kernel(program, given, config=config, seed=seed, sidecar=sidecar if sidecar is not None else True,
-                        check=not no_check, values=not timing_only, progress=progress)
-    if progress is not None:
-        progress(-1, -1)
+    # The timing model imports numba: prepare() loads its cached kernels quickly and says so when
+    # they must be compiled first.
+    import ncsim.runtime.timing  # noqa: F401
+
+    with progress.enable_bars(not quiet), warmup.prepare(_announce(quiet)):
+        result = run_kernel(program, given, config=config, seed=seed,
+                            sidecar=sidecar if sidecar is not None else True, check=not no_check,
+                            values=not timing_only)
+        report = result.report.format(title=f"{program} (kernel {result.kernel})")
     counts = instruction_counts(result.obj)
     click.echo(f"{program}: kernel {result.kernel}, {sum(counts.values())} instructions ({format_counts(counts)})")
     origins = Counter(result.input_origin.values())
@@ -178,7 +210,7 @@ def run(program: str, input_files: tuple[str, ...], out_file: str | None, seed: 
     elif not no_check and not timing_only:
         click.echo("no reference to check against (a sidecar with reference() gives one)")
     click.echo("")
-    click.echo(result.report.format(title=f"{program} (kernel {result.kernel})"))
+    click.echo(report)
     if trace is not None:
         from ncsim.runtime.trace import LARGE_TRACE_BYTES, write_trace
 
@@ -204,6 +236,19 @@ def run(program: str, input_files: tuple[str, ...], out_file: str | None, seed: 
         sys.exit(status)
 
 
+@cli.command("warmup")
+@quiet_option
+def warmup_cmd(quiet: bool) -> None:
+    """Compile all of ncsim's kernels now (up to half a minute, once per installation), so that
+    the runs that follow start at once. `make` does this after installing."""
+    from ncsim import progress, warmup
+
+    message = None if quiet else "ncsim warmup: compiling the kernels (up to half a minute) ..."
+    with progress.enable_bars(not quiet):
+        result = warmup.warm_up(message=message)
+    click.echo(result.format())
+
+
 def _write(path: str, write: Callable[[], Any]) -> Any:
     """Run a writer of `path`, turning a file-system failure into an NcsimError that names the file."""
     try:
@@ -212,22 +257,9 @@ def _write(path: str, write: Callable[[], Any]) -> Any:
         raise NcsimError(f"cannot write: {e.strerror}", file=path) from None
 
 
-def _progress_printer():
-    """A progress callback that rewrites one line of stderr; called with -1 to clear it."""
-    shown = [False]
-
-    def show(done: int, total: int) -> None:
-        if done < 0:
-            if shown[0]:
-                click.echo("\r" + " " * 60 + "\r", nl=False, err=True)
-            return
-        shown[0] = True
-        click.echo(f"\rsimulating: {done} of {total} instructions ({100 * done // max(total, 1)}%)", nl=False, err=True)
-
-    return show
-
-
 def instruction_counts(obj: ObjectFile) -> Counter:
+    from ncsim.asm import objfile
+
     return Counter({e: len(obj.lines[e]) for e in objfile.ENGINES if obj.lines[e]})
 
 

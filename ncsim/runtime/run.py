@@ -20,22 +20,25 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ncsim.asm.assembler import assemble_file
-from ncsim.asm.elf import load_object
-from ncsim.asm.objfile import ObjectFile
 from ncsim.config import Config
 from ncsim.errors import NcsimError
+from ncsim.progress import Progress
 from ncsim.runtime import inputs as inputs_mod
-from ncsim.runtime.check import CheckResult, compare
-from ncsim.runtime.machine import Machine
-from ncsim.runtime.races import RaceReport, find_races
-from ncsim.runtime.report import Report
-from ncsim.runtime.report import report as make_report
-from ncsim.runtime.timing import TimingResult, time_program
+from ncsim.runtime.check import compare
+
+# The rest is imported where it is needed: the ELF reader only for an object, the functional
+# machine only for values, so that a timing-only run or a run of source loads no more than it uses.
+if TYPE_CHECKING:
+    from ncsim.asm.objfile import ObjectFile
+    from ncsim.runtime.check import CheckResult
+    from ncsim.runtime.machine import Machine
+    from ncsim.runtime.races import RaceReport
+    from ncsim.runtime.report import Report
+    from ncsim.runtime.timing import TimingResult
 
 
 @dataclass
@@ -57,6 +60,8 @@ class RunResult:
     @cached_property
     def report(self) -> Report:
         """The timing report: where the time went and what bounds the kernel (needs timing)."""
+        from ncsim.runtime.report import report as make_report
+
         if self.timing is None:
             raise ValueError("this run was not timed: run(..., timing=True)")
         return make_report(self.timing)
@@ -64,13 +69,20 @@ class RunResult:
 
 def load_program(program: str | Path | ObjectFile, config: Config) -> tuple[ObjectFile, str, bool]:
     """(object, display name, whether it came from an object file). A .s file is assembled in memory."""
+    from ncsim.asm.objfile import ObjectFile
+
     if isinstance(program, ObjectFile):
         return program, f"<kernel {program.kernel}>", True
     path = str(program)
     if Path(path).is_dir():
         raise NcsimError("is a directory, not a program (.s or .o)", file=path)
     if path.endswith(".s"):
-        return assemble_file(path, config), path, False
+        from ncsim.asm.assembler import assemble_file
+
+        with Progress(None, f"assembling {path}"):
+            return assemble_file(path, config), path, False
+    from ncsim.asm.elf import load_object
+
     return load_object(path), path, True
 
 
@@ -85,21 +97,31 @@ def run(program: str | Path | ObjectFile, inputs: Mapping[str, Any] | None = Non
     check: compare the outputs with the sidecar's reference(**inputs), when it has one.
     timing: time the program (`result.timing`, a TimingResult). values: compute the values; with
     values=False (the CLI's --timing-only) there are no inputs, outputs or check, only the timing.
+    progress: called as progress(done, total) as the values are computed. The `ncsim` command also
+    draws bars of the steps that last (ncsim.progress); from Python they are off.
     """
+    from ncsim.asm.objfile import ObjectFile
+
     config = config or Config()
     obj, name, from_object = load_program(program, config)
     machine = None
     if values:
+        from ncsim.runtime.machine import Machine
+
         machine = Machine(obj, config, name)
         if from_object:  # an object is held to this configuration's rules before anything runs
             machine.verify()
     timed = None
     if timing:
+        from ncsim.runtime.races import find_races
+        from ncsim.runtime.timing import time_program
+
         # Timing first: it needs no values, and a deadlock it finds is reported with simulated times.
-        start = time.perf_counter()
-        timed = time_program(obj, config, name)
-        timing_seconds = time.perf_counter() - start
-        races = find_races(timed)
+        with Progress(None, f"timing {name}"):
+            start = time.perf_counter()
+            timed = time_program(obj, config, name)
+            timing_seconds = time.perf_counter() - start
+            races = find_races(timed)
     if not values:
         if timed is None:
             raise ValueError("run(values=False) needs timing=True: there would be nothing to do")
@@ -119,7 +141,13 @@ def run(program: str | Path | ObjectFile, inputs: Mapping[str, Any] | None = Non
     for t in inputs_mod.input_tensors(obj):
         machine.load_tensor(t, arrays[t.name])
     start = time.perf_counter()
-    machine.run(progress)
+    with Progress(machine.total, f"simulating {name}", unit="instr") as bar:
+        def report_progress(done: int, total: int) -> None:
+            bar.set(done)
+            if progress is not None:
+                progress(done, total)
+
+        machine.run(report_progress if bar.enabled or progress is not None else None)
     seconds = time.perf_counter() - start
 
     outs = {t.name: t for t in inputs_mod.output_tensors(obj)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import shutil
 import subprocess
@@ -25,6 +26,7 @@ from ncsim.errors import AsmError
 from ncsim.memory.access import AccessPattern, Memory
 from tests.asm.conftest import PROGRAMS, run_ncsim
 from tests.strategies import constants, values
+from tests.test_startup import run_in_pty
 
 READELF = shutil.which("readelf")
 
@@ -304,6 +306,17 @@ def test_end_to_end_error_process(tmp_path):
     assert res.err.splitlines()[0] == "bad.s:2:1: error: unknown instruction 'tensor_tensr'"
     assert "Traceback" not in res.err
     assert not (tmp_path / "bad.o").exists()
+
+
+def test_asm_shows_a_bar_on_a_terminal_unless_quiet(tmp_path):
+    (tmp_path / "mm.s").write_text(PROGRAMS["matmul_relu"])
+    env = dict(os.environ, NCSIM_PROGRESS_DELAY="0")  # assembling counts as long
+    code, shown = run_in_pty(["asm", "mm.s"], tmp_path, env)
+    assert code == 0 and "assembling mm.s: " in shown, shown
+    code, shown = run_in_pty(["asm", "mm.s", "-q"], tmp_path, env)
+    assert (code, shown) == (0, "")
+    res = run_ncsim("asm", "mm.s", cwd=tmp_path)  # stderr a pipe: no bar either
+    assert res.code == 0 and res.err == ""
 
 
 # --- file names ---------------------------------------------------------------------------------------

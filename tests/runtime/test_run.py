@@ -1,10 +1,14 @@
 """`ncsim.run` and `ncsim run`: inputs from files, sidecars or a seed; outputs saved; the bit-exact
-check and its mismatch report; clear errors for bad inputs, broken rules and deadlocks."""
+check and its mismatch report; clear errors for bad inputs, broken rules and deadlocks; progress bars
+on a terminal only."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import ml_dtypes
@@ -12,8 +16,10 @@ import numpy as np
 import pytest
 
 import ncsim
+from ncsim import progress
 from ncsim.errors import DeadlockError, InputError, NcsimError, SimError
 from tests.asm.conftest import cli  # noqa: F401 - the fixture
+from tests.test_startup import NCSIM, run_in_pty
 
 # y = x1 + x2 elementwise, then z = y * y: two tiles of 128 rows.
 ADD = """\
@@ -322,3 +328,63 @@ def test_deadlock_is_reported_with_simulated_time(tmp_path):
     with pytest.raises(DeadlockError) as e:
         ncsim.run(write(tmp_path, "d.s", src))
     assert "at simulated time" in e.value.format()
+
+
+# --- progress bars --------------------------------------------------------------------------------
+
+class Terminal(io.StringIO):
+    """A stderr that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bar_shows_after_its_delay_and_is_erased():
+    term = Terminal()
+    with progress.enable_bars(True):
+        with progress.Progress(100, "simulating k.s", unit="instr", stream=term, delay=0) as bar:
+            bar.update(40)
+            bar.set(50)
+            shown = term.getvalue()
+        assert "simulating k.s:" in shown and "instr" in shown
+        assert term.getvalue().endswith("\r")  # erased: the line is blank again
+        quick = Terminal()
+        with progress.Progress(None, "assembling", stream=quick, delay=30) as bar:
+            bar.update()
+        assert quick.getvalue() == ""  # a step quicker than the delay prints nothing
+
+
+def test_progress_bar_is_off_from_python_in_a_pipe_and_when_quiet(capsys):
+    term = Terminal()
+    with progress.Progress(10, "x", stream=term, delay=0) as bar:  # ncsim used from Python: off
+        bar.update(5)
+    with progress.enable_bars(False), progress.Progress(10, "x", stream=term, delay=0) as bar:  # --quiet
+        bar.update(5)
+    with progress.enable_bars(True), progress.Progress(10, "x", stream=io.StringIO(), delay=0) as bar:  # a pipe
+        assert not bar.enabled
+    assert term.getvalue() == ""
+    progress.write("a line")
+    assert capsys.readouterr().err == "a line\n"
+
+
+def test_progress_delay_from_the_environment(monkeypatch):
+    monkeypatch.setenv("NCSIM_PROGRESS_DELAY", "0.5")
+    assert progress.delay_seconds() == 0.5
+    monkeypatch.setenv("NCSIM_PROGRESS_DELAY", "soon")
+    assert progress.delay_seconds() == progress.DEFAULT_DELAY
+
+
+def test_run_shows_bars_on_a_terminal_but_not_quiet_or_in_a_pipe(tmp_path):
+    write(tmp_path, "add.s", ADD)
+    env = dict(os.environ, NCSIM_PROGRESS_DELAY="0")  # every step "long"
+    code, shown = run_in_pty(["run", "add.s"], tmp_path, env)
+    assert code == 0, shown
+    for step in ("assembling add.s: ", "timing add.s: ", "simulating add.s: "):
+        assert step in shown, shown
+    code, shown = run_in_pty(["run", "add.s", "--timing-only"], tmp_path, env)
+    assert code == 0 and "timing add.s: " in shown and "simulating" not in shown, shown
+    code, shown = run_in_pty(["run", "add.s", "--quiet"], tmp_path, env)
+    assert (code, shown) == (0, "")
+    done = subprocess.run([str(NCSIM), "run", "add.s"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          check=False, timeout=120)
+    assert done.returncode == 0 and done.stderr == "", done.stderr

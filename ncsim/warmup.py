@@ -1,0 +1,266 @@
+"""ncsim's compiled kernels: compile them all ahead, say so when a command compiles, load them fast.
+
+ncsim's sequential loops are numba functions compiled with `cache=True`: the first use on a machine
+compiles them (up to half a minute for all of them) and numba keeps the machine code on disk, in the
+`__pycache__` folder beside each source file (or under NUMBA_CACHE_DIR, or a user-wide folder when
+that one is read-only); later processes load it in milliseconds. A cache entry is stale once its
+source file or numba changes.
+
+- `warm_up()` (`ncsim warmup`, `python -m ncsim.warmup`) compiles every kernel by assembling, running,
+  timing and reporting one small program that uses each of them; `make` runs it after installing.
+- `prepare()` is what the `ncsim` command does once numba is imported: it announces on stderr the
+  first compilation of one of ncsim's kernels (CompileNotice), and it loads cached kernels without
+  the refresh of numba's whole typing and lowering registries that numba does before every cache
+  load (`fast_cache_loads`: about 0.15 s per process; compiling still refreshes first).
+- `kernels()` lists the cached numba functions of ncsim's imported modules and whether each has a
+  fresh entry on disk.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+# One small program that reaches every compiled kernel: the assembler's synchronisation, the
+# functional engines (activation and its accumulators, float and bitwise reductions, the scan, the
+# matmul, bn_stats/bn_aggr, max8 with match_replace), the timing model, the race check and the report.
+PROGRAM = """\
+# ncsim warmup: every compiled kernel of the simulator once, on small tiles
+.kernel warmup
+.hbm  x    f32[128, 64] in
+.hbm  y    f32[128, 64] out
+.sbuf a    f32[128, 64]
+.sbuf b    f32[128, 64]
+.sbuf c    f32[128, 64]
+.sbuf col  f32[128, 1]
+.sbuf st   f32[128, 6]
+.sbuf mv   f32[128, 2]
+.sbuf top  f32[128, 8]
+.sbuf ints i32[128, 64]
+.sbuf ired i32[128, 1]
+.psum acc  f32[64, 64]
+
+dma_copy a, x
+memset col, 0.5
+activation b, a, gelu, bias=col, reduce_cmd=reset_reduce, reduce_res=col
+activation c, b, softplus
+tensor_reduce col, c, add
+iota ints, [[1, 64]], channel_multiplier=64
+tensor_reduce ired, ints, bitwise_xor
+tensor_tensor_scan c, a, b, 0.0, multiply, add
+nc_matmul acc, a, b
+tensor_copy b[0:64, :], acc
+bn_stats st, c
+bn_aggr mv, st
+max8 top, c
+nc_match_replace8 c, c, top, 0.0
+dma_copy y, c
+"""
+
+NOTICE = ("ncsim: compiling the simulator's kernels for this machine, once (up to half a minute); later runs load them"
+          " from numba's cache (`ncsim warmup` compiles them all ahead)")
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str  # module.function
+    cached: bool  # a fresh entry on disk (for this numba and this source file)
+    cache_dir: str
+
+
+def kernels(import_all: bool = False) -> list[Kernel]:
+    """ncsim's numba functions compiled with cache=True, in the modules imported so far (every ncsim
+    module with import_all), each with whether numba's on-disk cache holds a fresh entry for it."""
+    import ncsim
+
+    if import_all:
+        for info in pkgutil.walk_packages(ncsim.__path__, "ncsim."):
+            importlib.import_module(info.name)
+    if "numba" not in sys.modules:
+        return []
+    from numba.core.caching import NullCache
+    from numba.core.dispatcher import Dispatcher
+
+    found: dict[str, Kernel] = {}
+    for name, module in list(sys.modules.items()):
+        if not (name == "ncsim" or name.startswith("ncsim.")) or module is None:
+            continue
+        for value in list(vars(module).values()):
+            if not isinstance(value, Dispatcher) or value.py_func.__module__ != name:
+                continue
+            cache = getattr(value, "_cache", None)
+            if cache is None or isinstance(cache, NullCache):
+                continue
+            key = f"{name}.{value.py_func.__qualname__}"
+            found[key] = Kernel(key, _fresh(cache), str(getattr(cache, "cache_path", "")))
+    return [found[k] for k in sorted(found)]
+
+
+def _fresh(cache: Any) -> bool:
+    """Whether numba's index file for a function holds entries made from its current source."""
+    try:
+        return bool(cache._cache_file._load_index())
+    except Exception:  # noqa: BLE001 - numba internals: a changed layout reads as "not known to be cached"
+        return False
+
+
+# ------------------------------------------------------------------ the command's side
+class CompileNotice:
+    """What `announce_compiles` tells of numba's compilations: before the first compilation of a
+    function from one of `modules`, write `message` (if any) to `stream` (stderr); list them all."""
+
+    def __init__(self, stream: TextIO | None = None, modules: tuple[str, ...] = ("ncsim.",),
+                 message: str | None = NOTICE):
+        self.stream = stream
+        self.modules = modules
+        self.message = message
+        self.compiled: list[str] = []
+
+    def _ours(self, event: Any) -> str | None:
+        dispatcher = (event.data or {}).get("dispatcher") if isinstance(event.data, dict) else None
+        func = getattr(dispatcher, "py_func", None)
+        module = getattr(func, "__module__", "") or ""
+        if not module.startswith(self.modules):
+            return None
+        return f"{module}.{func.__qualname__}"
+
+    def on_start(self, event: Any) -> None:
+        name = self._ours(event)
+        if name is None:
+            return
+        if not self.compiled and self.message:
+            from ncsim import progress
+
+            progress.write(self.message, self.stream)
+        self.compiled.append(name)
+
+
+@contextmanager
+def announce_compiles(notice: CompileNotice):
+    """Within the block, numba's compilations go through `notice`."""
+    from numba.core import event
+
+    class Forward(event.Listener):
+        def on_start(self, e: Any) -> None:
+            notice.on_start(e)
+
+        def on_end(self, e: Any) -> None:
+            pass
+
+    listener = Forward()
+    event.register("numba:compile", listener)
+    try:
+        yield notice
+    finally:
+        event.unregister("numba:compile", listener)
+
+
+def fast_cache_loads() -> bool:
+    """Make numba load a cached function without refreshing its registries first. Numba's
+    Cache.load_overload refreshes the CPU target (importing and installing every typing and
+    lowering registry: ~0.15 s, once per process) before it reads the cache; loading machine code
+    needs only the runtime's symbols. A miss still refreshes before it returns, so the compilation
+    that follows is numba's own (which refreshes again in any case). Applied by the `ncsim`
+    command only; True when applied (False if this numba is not laid out as expected)."""
+    from numba.core import caching
+
+    cls = caching.Cache
+    if getattr(cls.load_overload, "_ncsim", False):
+        return True
+    original = cls.load_overload
+    if not (hasattr(cls, "_load_overload") and hasattr(cls, "_guard_against_spurious_io_errors")):
+        return False
+    try:
+        from numba.core.runtime import rtsys
+    except ImportError:
+        return False
+    if not hasattr(rtsys, "initialize"):
+        return False
+
+    def load_overload(self: Any, sig: Any, target_context: Any) -> Any:
+        rtsys.initialize(target_context)  # what a loaded function needs of the refresh
+        data = None
+        with self._guard_against_spurious_io_errors():
+            data = self._load_overload(sig, target_context)
+        if data is None:
+            target_context.refresh()
+        return data
+
+    load_overload._ncsim = True  # type: ignore[attr-defined]
+    load_overload.__wrapped__ = original  # type: ignore[attr-defined]
+    cls.load_overload = load_overload
+    return True
+
+
+@contextmanager
+def prepare(announce: bool = True, stream: TextIO | None = None, message: str = NOTICE):
+    """What a command does once it has imported its modules: if numba is among them, load cached
+    kernels fast, and count the compilations of ncsim's kernels (the CompileNotice it yields; None
+    without numba), saying before the first one that it is compiling if `announce`. Imports nothing
+    itself: a command that does not use numba pays nothing."""
+    if "numba" not in sys.modules:
+        yield None
+        return
+    fast_cache_loads()
+    with announce_compiles(CompileNotice(stream, message=message if announce else None)) as notice:
+        yield notice
+
+
+# ------------------------------------------------------------------ compiling everything
+@dataclass
+class WarmupResult:
+    kernels: list[Kernel]
+    compiled: list[str]  # functions numba compiled (a kernel's callees are compiled with it)
+    seconds: float
+
+    def format(self) -> str:
+        n = len(self.kernels)
+        missing = [k.name for k in self.kernels if not k.cached]
+        if self.compiled:
+            head = f"compiled {len(set(self.compiled))} of {n} kernels in {self.seconds:.1f} s"
+        else:
+            head = f"all {n} kernels were compiled already (loaded in {self.seconds:.1f} s)"
+        dirs = sorted({k.cache_dir for k in self.kernels})
+        root = Path(__file__).resolve().parent.parent
+        shown = [str(Path(d).relative_to(root)) if Path(d).is_relative_to(root) else d for d in dirs]
+        lines = [f"ncsim warmup: {head}", f"numba cache: {', '.join(shown)}"]
+        if missing:
+            lines.append(f"not cached (numba could not write its cache?): {', '.join(missing)}")
+        return "\n".join(lines)
+
+
+def warm_up(message: str | None = None, stream: TextIO | None = None) -> WarmupResult:
+    """Compile (or load) every kernel: assemble, run, time and report PROGRAM. `message`, if
+    given, goes to `stream` (stderr) before the first compilation."""
+    import ncsim.runtime.timing  # noqa: F401 - numba, before prepare()
+    from ncsim.asm.assembler import assemble
+    from ncsim.config import Config
+    from ncsim.progress import Progress
+    from ncsim.runtime.run import run
+
+    start = time.perf_counter()
+    with prepare(message is not None, stream, message or "") as notice, Progress(None, "warming up"):
+        config = Config()
+        obj = assemble(PROGRAM, "<warmup>", config)
+        result = run(obj, config=config, sidecar=False)
+        result.report.format()
+    seconds = time.perf_counter() - start
+    return WarmupResult(kernels(), list(notice.compiled) if notice is not None else [], seconds)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m ncsim.warmup`: the same as `ncsim warmup`."""
+    from ncsim.cli import main as cli_main
+
+    sys.argv = ["ncsim", "warmup", *(sys.argv[1:] if argv is None else argv)]
+    cli_main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,189 @@
+"""The command's fixed costs and its first run: light commands import nothing heavy, `ncsim warmup`
+compiles every kernel, a compilation is announced once, cached kernels load without numba's
+registry refresh. Also `run_in_pty`, which the progress-bar tests of the commands use."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import struct
+import subprocess
+import sys
+import termios
+import textwrap
+from pathlib import Path
+
+import numba
+import pytest
+
+from ncsim import warmup
+
+NCSIM = Path(sys.executable).with_name("ncsim")
+HEAVY = ("numba", "matplotlib", "torch", "tqdm", "ncsim.engines.alu", "ncsim.runtime.timing",
+         "ncsim.runtime.machine", "ncsim.asm.sync")
+
+
+def run_in_pty(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Run the installed `ncsim ARGS` with its stderr on a pseudo-terminal (80 x 24; stdout to
+    nowhere); give the exit status and everything written to the terminal."""
+    if not NCSIM.exists():
+        pytest.skip(f"the ncsim script is not installed at {NCSIM}")
+    env = {k: v for k, v in (os.environ if env is None else env).items() if k != "NCSIM_DEBUG"}
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    try:
+        proc = subprocess.Popen([str(NCSIM), *args], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=slave)
+    finally:
+        os.close(slave)
+    chunks = []
+    try:
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: every writer of the terminal has closed it
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        os.close(master)
+    return proc.wait(timeout=120), b"".join(chunks).decode(errors="replace")
+
+
+# --- what the light commands import -------------------------------------------------------------
+
+def test_light_commands_import_no_numba_engines_or_matplotlib():
+    script = textwrap.dedent(f"""
+        import json, sys
+        from ncsim.cli import main
+        seen = {{}}
+        for args in (["--help"], ["isa"], ["isa", "nc_matmul"], ["config"], ["config", "--set", "pmax=64"],
+                     ["asm", "--help"], ["run", "--help"]):
+            sys.argv = ["ncsim", *args]
+            try:
+                main()
+            except SystemExit as e:
+                assert not e.code, (args, e.code)
+            seen[" ".join(args)] = [m for m in {HEAVY!r} if m in sys.modules]
+        print("SEEN" + json.dumps(seen))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=60)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.rpartition("SEEN")[2])
+    assert seen == {args: [] for args in seen}, seen
+
+
+def test_run_imports_neither_matplotlib_nor_torch(tmp_path):
+    """matplotlib only for --timeline; torch never."""
+    program = Path(__file__).resolve().parent.parent / "programs" / "relu.s"
+    script = textwrap.dedent(f"""
+        import sys
+        from ncsim.cli import main
+        sys.argv = ["ncsim", "run", {str(program)!r}, "--out", {str(tmp_path / "r.npz")!r},
+                    "--trace", {str(tmp_path / "r.json")!r}]
+        main()
+        print("SEEN", [m for m in ("matplotlib", "torch") if m in sys.modules])
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip().endswith("SEEN []"), done.stdout[-500:]
+
+
+# --- the compile notice ---------------------------------------------------------------------------
+
+def _fresh_function():
+    """A new (uncached) numba function of this module: calling it compiles."""
+    @numba.njit
+    def twice(x):
+        return x * 2
+
+    return twice
+
+
+def test_compile_notice_is_written_once_before_compiling(capsys):
+    notice = warmup.CompileNotice(modules=(__name__,), message="compiling now")
+    f = _fresh_function()
+    with warmup.announce_compiles(notice):
+        assert f(3) == 6
+        assert f(1.5) == 3.0  # a second signature: a second compilation, no second notice
+    g = _fresh_function()
+    assert g(2) == 4  # after the block: not seen
+    assert capsys.readouterr().err == "compiling now\n"
+    assert len(notice.compiled) == 2 and notice.compiled[0].endswith("twice")
+
+
+def test_compile_notice_ignores_other_modules(capsys):
+    notice = warmup.CompileNotice(modules=("ncsim.",), message="compiling now")
+    with warmup.announce_compiles(notice):
+        assert _fresh_function()(3) == 6
+    assert capsys.readouterr().err == ""
+    assert notice.compiled == []
+
+
+# --- fast loading of cached kernels ---------------------------------------------------------------
+
+def test_cached_kernel_loads_without_the_registry_refresh(tmp_path):
+    """A cached function loads and gives its result with fast_cache_loads(), and numba's registries
+    (numba.np.linalg among them) are never imported; without it, or on a cache miss, they are."""
+    (tmp_path / "kern.py").write_text(textwrap.dedent("""
+        import numba
+        import numpy as np
+
+        @numba.njit(cache=True)
+        def total(x):
+            s = 0.0
+            for v in x:
+                s += v
+            return np.full(2, s)
+    """))
+    script = textwrap.dedent("""
+        import sys
+        fast = sys.argv[1] == "fast"
+        if fast:
+            import numba
+            from ncsim import warmup
+            assert warmup.fast_cache_loads() and warmup.fast_cache_loads()  # idempotent
+        import numpy as np
+        import kern
+        out = kern.total(np.arange(4.0))
+        assert out.tolist() == [6.0, 6.0], out
+        print(sum(kern.total.stats.cache_hits.values()), "numba.np.linalg" in sys.modules)
+    """)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(tmp_path))
+
+    def run(mode: str) -> str:
+        done = subprocess.run([sys.executable, "-c", script, mode], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, check=False, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    assert run("fast") == ["0", "True"]  # a miss: refreshed, compiled, cached
+    assert run("fast") == ["1", "False"]  # a hit: loaded, no refresh
+    assert run("plain") == ["1", "True"]  # numba's own way refreshes
+
+
+# --- ncsim warmup ---------------------------------------------------------------------------------
+
+def test_warmup_compiles_every_kernel():
+    """After the warm-up every cache=True numba function of every ncsim module has a fresh entry on
+    disk: a kernel that the warm-up program does not reach fails here."""
+    result = warmup.warm_up()
+    assert result.kernels
+    every = warmup.kernels(import_all=True)
+    assert {k.name for k in every} == {k.name for k in result.kernels}
+    assert [k.name for k in every if not k.cached] == []
+    text = result.format()
+    assert text.startswith("ncsim warmup: ") and "numba cache: " in text
+    assert f" {len(every)} kernels" in text
+
+
+def test_warmup_command(monkeypatch, capsys):
+    from ncsim.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["ncsim", "warmup", "--quiet"])
+    main()
+    out, err = capsys.readouterr()
+    assert out.startswith("ncsim warmup: ") and err == ""
