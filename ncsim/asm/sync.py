@@ -26,14 +26,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from typing import NamedTuple
 
+import numba
 import numpy as np
 
 from ncsim import isa
 from ncsim.asm.fields import SemOp
 from ncsim.asm.instruction import Instruction
 from ncsim.errors import AsmError
-from ncsim.memory.access import AccessPattern
+from ncsim.memory.access import AccessPattern, Memory
 
 
 @dataclass(frozen=True)
@@ -143,47 +145,37 @@ def used_semaphores(instrs: list[Instruction]) -> set[int]:
 
 
 def synchronise(instrs: list[Instruction], num_semaphores: int, reserved: set[int] = frozenset()) -> SyncResult:
-    n = len(instrs)
     streams = [stream_of(i) for i in instrs]
-    names = sorted(set(streams) | {i.engine for i in instrs})
-    sid = {s: k for k, s in enumerate(names)}
-    zero = np.zeros(len(names), dtype=np.int64)
-    pos = np.zeros(n, dtype=np.int64)  # 1-based position in its stream; a clock entry 0 means "none known"
-    history: dict[str, list[int]] = {s: [] for s in names}
-    clock_now = {s: zero.copy() for s in names}  # what the next instruction of each stream will know
-    clock_after: list[np.ndarray] = []  # what anyone who waits for instruction i's completion knows
-    foot = [accesses(i) for i in instrs]
-    edges: list[Edge] = []
-    for i, instr in enumerate(instrs):
-        own = streams[i]
-        gained = clock_now[instr.engine].copy()  # the issuing engine learns only what it waits for
-        known = np.maximum(gained, clock_now[own]) if own != instr.engine else gained.copy()
-        found = []
-        for s in names:
-            if s == own or not foot[i]:
-                continue
-            for j in reversed(history[s]):
-                if pos[j] <= known[sid[s]]:
-                    break
-                h = hazard(foot[j], foot[i])
-                if h:
-                    found.append((j, h))
-                    break
-        # latest producers first: waiting for them may already cover the others
-        for j, (kind, a, b) in sorted(found, key=lambda f: -f[0]):
-            if pos[j] <= known[sid[streams[j]]]:
-                continue
-            known = np.maximum(known, clock_after[j])
-            gained = np.maximum(gained, clock_after[j])
-            edges.append(Edge(j, i, kind, a.operand, b.operand, a.ap.memory.label))
-        history[own].append(i)
-        pos[i] = len(history[own])
-        known[sid[own]] = pos[i]
-        if own != instr.engine:
-            clock_now[instr.engine] = gained
-        clock_now[own] = known
-        clock_after.append(known)
+    edges = find_edges(streams, [i.engine for i in instrs], [accesses(i) for i in instrs])
     return _assign_semaphores(instrs, streams, edges, num_semaphores, reserved)
+
+
+def find_edges(streams: list[str], engines: list[str], foot: list[list[Access]]) -> list[Edge]:
+    """The minimal edges (without semaphores) of instructions given by their streams, issuing engines and
+    accesses: `synchronise_arrays` on them, streams and engines numbered in sorted order of name."""
+    names = sorted(set(streams) | set(engines))
+    sid = {s: k for k, s in enumerate(names)}
+    rows = [a for f in foot for a in f]
+    acc_ptr = np.zeros(len(foot) + 1, dtype=np.int64)
+    np.cumsum([len(f) for f in foot], out=acc_ptr[1:])
+    dims = np.zeros((len(rows), MAX_DIMS, 2), dtype=np.int64)
+    for r, a in enumerate(rows):
+        dims[r, :len(a.ap.dims)] = a.ap.dims
+    found = synchronise_arrays(
+        np.array([sid[s] for s in streams], dtype=np.int64),
+        np.array([sid[e] for e in engines], dtype=np.int64),
+        acc_ptr,
+        np.array([a.ap.memory for a in rows], dtype=np.int64),
+        np.array([a.ap.partition for a in rows], dtype=np.int64),
+        np.array([a.ap.partitions for a in rows], dtype=np.int64),
+        np.array([a.ap.offset for a in rows], dtype=np.int64),
+        np.array([a.ap.dtype.itemsize for a in rows], dtype=np.int64),
+        np.array([len(a.ap.dims) for a in rows], dtype=np.int64),
+        dims,
+        np.array([a.write for a in rows], dtype=np.bool_))
+    return [Edge(int(p), int(c), KINDS[k], rows[pr].operand, rows[cr].operand, rows[pr].ap.memory.label)
+            for p, c, k, pr, cr in zip(found.producer, found.consumer, found.kind, found.producer_row,
+                                       found.consumer_row)]
 
 
 def _assign_semaphores(instrs: list[Instruction], streams: list[str], edges: list[Edge], num_semaphores: int,
@@ -233,3 +225,545 @@ def describe_edges(result: SyncResult, instrs: list[Instruction], where: list[st
                      f" ({e.producer_operand} -> {e.consumer_operand})")
     return "\n".join(lines)
 
+
+
+# --------------------------------------------------------------------------- the array core
+
+KINDS = ("RAW", "WAR", "WAW")  # EdgeArrays.kind indexes this
+MAX_DIMS = 5  # dimensions of an access pattern (HBM's limit; on chip has at most 4)
+
+
+class EdgeArrays(NamedTuple):
+    """The minimal edges, one entry each, in the order `synchronise` lists them (by consumer, then
+    latest producer first)."""
+
+    producer: np.ndarray  # int64 instruction index
+    consumer: np.ndarray  # int64 instruction index
+    kind: np.ndarray  # int64: 0 RAW, 1 WAR, 2 WAW (KINDS)
+    producer_row: np.ndarray  # int64 access row of the producer's side of the hazard
+    consumer_row: np.ndarray  # int64 access row of the consumer's side
+
+
+def synchronise_arrays(stream: np.ndarray, engine: np.ndarray, acc_ptr: np.ndarray, acc_memory: np.ndarray,
+                       acc_partition: np.ndarray, acc_partitions: np.ndarray, acc_offset: np.ndarray,
+                       acc_itemsize: np.ndarray, acc_ndims: np.ndarray, acc_dims: np.ndarray,
+                       acc_write: np.ndarray) -> EdgeArrays:
+    """The minimal edges of a program given as flat arrays (what `synchronise` computes for
+    Instruction objects, without them).
+
+    Instructions are numbered 0..n-1 in program order. Streams and engines share one id space
+    0..ids-1 (ids = 1 + the largest id used; ids need not be dense):
+      stream[i]   int64 [n]: the stream that carries out instruction i's work (`stream_of`). For an
+                  instruction run by its engine, its engine's id; for a dma_copy, the id of its
+                  (queue, issuing engine) pair, an id that is no engine's.
+      engine[i]   int64 [n]: the engine that issues instruction i (and waits its waits).
+    Accesses, one row each, grouped by instruction (CSR):
+      acc_ptr     int64 [n+1]: instruction i's rows are acc_ptr[i]..acc_ptr[i+1]-1; acc_ptr[0] = 0.
+                  Within an instruction, rows in the order `accesses` gives them (operands in table
+                  order, an operand's write before its read): when two instructions conflict in several
+                  ways the edge names the first RAW, else WAR, else WAW pair, earliest producer row
+                  first, then earliest consumer row.
+      acc_memory  int64 [rows]: Memory code, SBUF (1), PSUM (2) or HBM (3).
+      acc_partition, acc_partitions  int64 [rows]: first partition and number of partitions on chip
+                  (1 <= partitions, partition + partitions <= 128); 0 and 0 in HBM.
+      acc_offset  int64 [rows]: byte offset (in each partition on chip; the address in HBM), >= 0.
+      acc_itemsize int64 [rows]: bytes per element (>= 1).
+      acc_ndims   int64 [rows]: dimensions used, 1..5.
+      acc_dims    int64 [rows, 5, 2]: (step, count) in elements, outermost first; rows past acc_ndims
+                  are ignored. count >= 1; the pattern must not reach below byte 0, and every byte
+                  address it reaches must fit in int64.
+      acc_write   bool [rows]: the row writes (else it reads).
+    These are the rules `AccessPattern`s pass (`fields.AccessPatternKind.check`); they are not checked
+    again here. Returns the edges as arrays (EdgeArrays); a row index names the operand (the caller
+    knows which operand each row came from) and the memory (acc_memory of the row).
+
+    Memory: about 100 bytes per row and 4 x ids bytes per instruction besides the inputs."""
+    n = len(stream)
+    ids = int(max(stream.max(initial=-1), engine.max(initial=-1))) + 1
+    rows = len(acc_memory)
+    if len(engine) != n or len(acc_ptr) != n + 1 or acc_ptr[0] != 0 or acc_ptr[-1] != rows:
+        raise ValueError("stream, engine and acc_ptr do not describe the same instructions and rows")
+    if acc_dims.shape != (rows, MAX_DIMS, 2):
+        raise ValueError(f"acc_dims has shape {acc_dims.shape}, not ({rows}, {MAX_DIMS}, 2)")
+    geo = _geometry(acc_memory, acc_partition, acc_partitions, acc_offset, acc_itemsize, acc_ndims, acc_dims)
+    return EdgeArrays(*_sweep(stream, engine, ids, acc_ptr, acc_write, geo, acc_dims,
+                              *_index(stream, acc_ptr, acc_write, geo, ids)))
+
+
+# Columns of the per-row geometry table (int64, one row per access).
+G_MEM, G_PLO, G_PHI, G_LO, G_HI, G_OFF, G_SIZE, G_RUN, G_FOLD, G_RUNS, G_M0, G_M1 = range(12)
+# Partition masks are int64 bit patterns rather than uint64: numba turns uint64 mixed with an int64
+# into float64, and only `&` and `!= 0` are done on them.
+CLASSES = 8  # per stream, one search tree per (memory code 0..3, write)
+# Leaves per tree block: a block's rows are tested one by one, blocks and above go through the tree.
+BLOCK = 16
+SPANS = 8  # byte ranges that bound a tree node
+STACK = 128  # pending tree nodes of one search: two per level at most, and a tree has < 64 levels
+_SBUF, _PSUM = int(Memory.SBUF), int(Memory.PSUM)
+
+
+@numba.njit(cache=True)
+def _mask(lo, hi, base):
+    """Bits lo..hi (inclusive partitions) that fall in the 64-partition word starting at `base`."""
+    a = max(lo, base)
+    b = min(hi, base + 63)
+    if a > b:
+        return 0
+    if b - a == 63:
+        return -1
+    return ((1 << (b - a + 1)) - 1) << (a - base)
+
+
+@numba.njit(cache=True)
+def _geometry(memory, partition, partitions, offset, itemsize, ndims, dims):
+    """Per row: memory, partition range [PLO, PHI), byte span [LO, HI) (as AccessPattern.byte_span),
+    offset and item size, and the byte runs as `byte_runs` folds them: the innermost dimensions
+    whose step continues the run are folded into RUN bytes, the FOLD outer ones remain (a prefix of
+    acc_dims), RUNS runs in all (saturated at 2**62). M0, M1: the partitions as a 128-bit mask (any
+    partition past 127 counts as 127; all ones in HBM, which has no partitions)."""
+    rows = memory.shape[0]
+    geo = np.empty((rows, 12), np.int64)
+    for r in range(rows):
+        size = itemsize[r]
+        nd = ndims[r]
+        lo = 0
+        hi = 0
+        for d in range(nd):
+            reach = dims[r, d, 0] * (dims[r, d, 1] - 1)
+            if reach < 0:
+                lo += reach
+            else:
+                hi += reach
+        run = size
+        fold = nd
+        while fold > 0 and dims[r, fold - 1, 0] * size == run:
+            run *= dims[r, fold - 1, 1]
+            fold -= 1
+        runs = 1
+        for d in range(fold):
+            c = dims[r, d, 1]
+            runs = (1 << 62) if runs > (1 << 62) // c else runs * c
+        geo[r, G_MEM] = memory[r]
+        geo[r, G_PLO] = partition[r]
+        geo[r, G_PHI] = partition[r] + partitions[r]
+        geo[r, G_LO] = offset[r] + lo * size
+        geo[r, G_HI] = offset[r] + hi * size + size
+        geo[r, G_OFF] = offset[r]
+        geo[r, G_SIZE] = size
+        geo[r, G_RUN] = run
+        geo[r, G_FOLD] = fold
+        geo[r, G_RUNS] = runs
+        if memory[r] == _SBUF or memory[r] == _PSUM:
+            first = min(partition[r], 127)
+            last = min(partition[r] + partitions[r] - 1, 127)
+            geo[r, G_M0] = _mask(first, last, 0)
+            geo[r, G_M1] = _mask(first, last, 64)
+        else:
+            geo[r, G_M0] = -1
+            geo[r, G_M1] = -1
+    return geo
+
+
+@numba.njit(cache=True)
+def _range(base, step, count, sub_lo, sub_hi, x, y):
+    """The indices i in [0, count) whose sub-pattern, spanning [base + i*step + sub_lo, base + i*step +
+    sub_hi), may meet the byte range [x, y) (the run test's sa < y and sa + la > x): (first, last)."""
+    if step > 0:
+        first = (x - base - sub_hi) // step + 1
+        last = (y - base - sub_lo - 1) // step
+    elif step < 0:
+        first = (base + sub_lo - y) // -step + 1
+        last = (base + sub_hi - x - 1) // -step
+    elif base + sub_lo < y and base + sub_hi > x:
+        first, last = 0, 0  # every index gives the same sub-pattern: one stands for all
+    else:
+        first, last = 0, -1
+    return max(first, 0), min(last, count - 1)
+
+
+@numba.njit(cache=True)
+def _sub_spans(geo, dims, r, it):
+    """it[3, d], it[4, d]: span [lo, hi) of row r's sub-pattern of folded dimensions d.. (relative to
+    its first byte), for d = 0..FOLD."""
+    fold = geo[r, G_FOLD]
+    it[3, fold] = 0
+    it[4, fold] = geo[r, G_RUN]
+    for d in range(fold - 1, -1, -1):
+        reach = dims[r, d, 0] * geo[r, G_SIZE] * (dims[r, d, 1] - 1)
+        it[3, d] = it[3, d + 1] + min(reach, 0)
+        it[4, d] = it[4, d + 1] + max(reach, 0)
+
+
+@numba.njit(cache=True)
+def _hits(geo, dims, r, x, y, it):
+    """Does a byte run of row r meet [x, y)? `it` holds r's sub-spans (_sub_spans); rows 0..2 are the
+    search's odometer (index, last index, base byte per level). Only sub-patterns whose span meets
+    [x, y) are entered, and at the innermost level that test is exact."""
+    fold = geo[r, G_FOLD]
+    off = geo[r, G_OFF]
+    if fold == 0:
+        return off < y and off + geo[r, G_RUN] > x
+    size = geo[r, G_SIZE]
+    d = 0
+    it[2, 0] = off
+    it[0, 0], it[1, 0] = _range(off, dims[r, 0, 0] * size, dims[r, 0, 1], it[3, 1], it[4, 1], x, y)
+    while True:
+        if it[0, d] > it[1, d]:
+            if d == 0:
+                return False
+            d -= 1
+            it[0, d] += 1
+            continue
+        if d == fold - 1:
+            return True
+        base = it[2, d] + it[0, d] * dims[r, d, 0] * size
+        d += 1
+        it[2, d] = base
+        it[0, d], it[1, d] = _range(base, dims[r, d, 0] * size, dims[r, d, 1], it[3, d + 1], it[4, d + 1], x, y)
+
+
+@numba.njit(cache=True)
+def _runs_meet(geo, dims, a, b, scratch):
+    """Does a byte run of row a meet one of row b? a's runs are walked, each sub-pattern of a entered
+    only if its span meets b's span and a run of b (_hits), so neither side is materialised."""
+    ia = scratch[0]
+    ib = scratch[1]
+    _sub_spans(geo, dims, b, ib)
+    off = geo[a, G_OFF]
+    fold = geo[a, G_FOLD]
+    if fold == 0:
+        return _hits(geo, dims, b, off, off + geo[a, G_RUN], ib)
+    _sub_spans(geo, dims, a, ia)
+    blo = geo[b, G_LO]
+    bhi = geo[b, G_HI]
+    size = geo[a, G_SIZE]
+    d = 0
+    ia[2, 0] = off
+    ia[0, 0], ia[1, 0] = _range(off, dims[a, 0, 0] * size, dims[a, 0, 1], ia[3, 1], ia[4, 1], blo, bhi)
+    while True:
+        if ia[0, d] > ia[1, d]:
+            if d == 0:
+                return False
+            d -= 1
+            ia[0, d] += 1
+            continue
+        base = ia[2, d] + ia[0, d] * dims[a, d, 0] * size
+        if not _hits(geo, dims, b, base + ia[3, d + 1], base + ia[4, d + 1], ib):
+            ia[0, d] += 1
+        elif d == fold - 1:
+            return True
+        else:
+            d += 1
+            ia[2, d] = base
+            ia[0, d], ia[1, d] = _range(base, dims[a, d, 0] * size, dims[a, d, 1], ia[3, d + 1], ia[4, d + 1],
+                                        blo, bhi)
+
+
+@numba.njit(inline="always")
+def _overlap(geo, dims, a, b, scratch):
+    """`overlap` of rows a and b: same memory, a common partition on chip, and a common byte."""
+    if geo[a, G_MEM] != geo[b, G_MEM]:
+        return False
+    on_chip = geo[a, G_MEM] == _SBUF or geo[a, G_MEM] == _PSUM
+    if on_chip and (geo[a, G_PLO] >= geo[b, G_PHI] or geo[b, G_PLO] >= geo[a, G_PHI]):
+        return False
+    if geo[a, G_LO] >= geo[b, G_HI] or geo[b, G_LO] >= geo[a, G_HI]:
+        return False
+    if geo[a, G_FOLD] == 0 and geo[b, G_FOLD] == 0:
+        return True  # one run each: the spans are the runs
+    if geo[a, G_RUNS] > geo[b, G_RUNS]:  # walk the side with fewer runs
+        a, b = b, a
+    return _runs_meet(geo, dims, a, b, scratch)
+
+
+@numba.njit(cache=True)
+def _join(buf, m, limit):
+    """Sort the m byte ranges buf[:m] by start, join those that overlap or touch, then join the two
+    neighbours with the smallest gap between them until at most `limit` remain. Returns their count."""
+    for a in range(1, m):
+        lo = buf[a, 0]
+        hi = buf[a, 1]
+        b = a
+        while b > 0 and buf[b - 1, 0] > lo:
+            buf[b, 0] = buf[b - 1, 0]
+            buf[b, 1] = buf[b - 1, 1]
+            b -= 1
+        buf[b, 0] = lo
+        buf[b, 1] = hi
+    c = 0
+    for a in range(m):
+        if c > 0 and buf[a, 0] <= buf[c - 1, 1]:
+            buf[c - 1, 1] = max(buf[c - 1, 1], buf[a, 1])
+        else:
+            buf[c, 0] = buf[a, 0]
+            buf[c, 1] = buf[a, 1]
+            c += 1
+    while c > limit:
+        g = 1
+        for a in range(2, c):
+            if buf[a, 0] - buf[a - 1, 1] < buf[g, 0] - buf[g - 1, 1]:
+                g = a
+        buf[g - 1, 1] = buf[g, 1]
+        for a in range(g, c - 1):
+            buf[a, 0] = buf[a + 1, 0]
+            buf[a, 1] = buf[a + 1, 1]
+        c -= 1
+    return c
+
+
+@numba.njit(cache=True)
+def _index(stream, acc_ptr, write, geo, ids):
+    """The search structure. Rows are grouped by key (stream, memory, write) into sequences in
+    program order (seq_row; seq_pos is the 1-based position of the row's instruction in its stream).
+    Over each sequence a static binary tree: its leaves are blocks of BLOCK rows, and each node
+    bounds the rows below it by at most SPANS disjoint byte ranges (tree_span[node, :count]: a
+    range's union, the closest ones joined when there are more) and a partition mask (tree_info[node]
+    = count, M0, M1). Key k's nodes are tree_start[k] + v for v = 1 (the root) .. 2 tree_leaves[k] - 1;
+    node v's children are 2v and 2v+1; block b is node tree_leaves[k] + b; blocks past the sequence's
+    end are empty (count 0)."""
+    n = stream.shape[0]
+    rows = geo.shape[0]
+    pos = np.empty(n, np.int64)
+    length = np.zeros(ids, np.int64)
+    row_instr = np.empty(rows, np.int64)
+    for i in range(n):
+        length[stream[i]] += 1
+        pos[i] = length[stream[i]]
+        for r in range(acc_ptr[i], acc_ptr[i + 1]):
+            row_instr[r] = i
+    keys = ids * CLASSES
+    key = np.empty(rows, np.int64)
+    key_start = np.zeros(keys + 1, np.int64)
+    for r in range(rows):
+        key[r] = stream[row_instr[r]] * CLASSES + geo[r, G_MEM] * 2 + write[r]
+        key_start[key[r] + 1] += 1
+    for k in range(keys):
+        key_start[k + 1] += key_start[k]
+    fill = key_start[:-1].copy()
+    seq_row = np.empty(rows, np.int64)
+    seq_pos = np.empty(rows, np.int64)
+    for r in range(rows):
+        seq_row[fill[key[r]]] = r
+        seq_pos[fill[key[r]]] = pos[row_instr[r]]
+        fill[key[r]] += 1
+    tree_start = np.zeros(keys + 1, np.int64)
+    tree_leaves = np.empty(keys, np.int64)
+    for k in range(keys):
+        blocks = (key_start[k + 1] - key_start[k] + BLOCK - 1) // BLOCK
+        p = 1
+        while p < blocks:
+            p *= 2
+        tree_leaves[k] = p
+        tree_start[k + 1] = tree_start[k] + 2 * p
+    tree_span = np.empty((tree_start[keys], SPANS, 2), np.int64)
+    tree_info = np.zeros((tree_start[keys], 3), np.int64)
+    buf = np.empty((max(BLOCK, 2 * SPANS), 2), np.int64)
+    for k in range(keys):
+        t0 = tree_start[k]
+        p = tree_leaves[k]
+        first = key_start[k]
+        count = key_start[k + 1] - first
+        for b in range(min(p, (count + BLOCK - 1) // BLOCK)):
+            v = t0 + p + b
+            m = 0
+            for t in range(b * BLOCK, min((b + 1) * BLOCK, count)):
+                r = seq_row[first + t]
+                buf[m, 0] = geo[r, G_LO]
+                buf[m, 1] = geo[r, G_HI]
+                m += 1
+                tree_info[v, 1] |= geo[r, G_M0]
+                tree_info[v, 2] |= geo[r, G_M1]
+            tree_info[v, 0] = _join(buf, m, SPANS)
+            tree_span[v, :tree_info[v, 0]] = buf[:tree_info[v, 0]]
+        for v in range(p - 1, 0, -1):
+            m = 0
+            for c in range(t0 + 2 * v, t0 + 2 * v + 2):
+                for a in range(tree_info[c, 0]):
+                    buf[m, 0] = tree_span[c, a, 0]
+                    buf[m, 1] = tree_span[c, a, 1]
+                    m += 1
+                tree_info[t0 + v, 1] |= tree_info[c, 1]
+                tree_info[t0 + v, 2] |= tree_info[c, 2]
+            tree_info[t0 + v, 0] = _join(buf, m, SPANS)
+            tree_span[t0 + v, :tree_info[t0 + v, 0]] = buf[:tree_info[t0 + v, 0]]
+    return pos, row_instr, key, key_start, seq_row, seq_pos, tree_start, tree_leaves, tree_span, tree_info
+
+
+@numba.njit(inline="always")
+def _meets_node(tree_span, tree_info, v, geo, q):
+    """May row q meet a row below node v: a common partition and a byte range that meets q's span?"""
+    if ((tree_info[v, 1] & geo[q, G_M0]) | (tree_info[v, 2] & geo[q, G_M1])) == 0:
+        return False
+    lo = geo[q, G_LO]
+    hi = geo[q, G_HI]
+    for a in range(tree_info[v, 0]):
+        if tree_span[v, a, 0] >= hi:
+            return False
+        if tree_span[v, a, 1] > lo:
+            return True
+    return False
+
+
+@numba.njit(inline="always")
+def _latest(geo, dims, q, k, bound, filled, key_start, seq_row, seq_pos, tree_start, tree_leaves, tree_span,
+            tree_info, stack, scratch):
+    """The last of the first `filled` rows of key k's sequence whose instruction's position is past
+    `bound` and which overlaps row q exactly: its index in seq_row, or -1.
+
+    Hazards are mostly recent, so the search starts at the last block and moves left a subtree at a
+    time (climbing to the nearest ancestor that is a right child and going to its left sibling),
+    entering a subtree only if its node may meet q, right child first; a block's rows are tested last
+    to first. Finding a hazard d blocks back takes O(log d) nodes when the bounds are tight."""
+    first = key_start[k]
+    if filled == 0 or seq_pos[first + filled - 1] <= bound:
+        return -1
+    t0 = tree_start[k]
+    if not _meets_node(tree_span, tree_info, t0 + 1, geo, q):
+        return -1
+    # lo: the first row past `bound`, by galloping back from the last, then bisection
+    a = filled - 1
+    step = 1
+    while a - step >= 0 and seq_pos[first + a - step] > bound:
+        a -= step
+        step *= 2
+    lo = max(a - step, -1) + 1
+    while lo < a:
+        mid = (lo + a) // 2
+        if seq_pos[first + mid] <= bound:
+            lo = mid + 1
+        else:
+            a = mid
+    block_lo = lo // BLOCK
+    p = tree_leaves[k]
+    v = p + (filled - 1) // BLOCK  # the subtree searched next, covering `width` blocks
+    width = 1
+    while True:
+        stack[0, 0] = v
+        stack[0, 1] = width
+        top = 1
+        while top > 0:
+            top -= 1
+            u = stack[top, 0]
+            w = stack[top, 1]
+            if (u + 1) * w - p <= block_lo or not _meets_node(tree_span, tree_info, t0 + u, geo, q):
+                continue
+            if w == 1:
+                b = u - p
+                for t in range(min(filled, (b + 1) * BLOCK) - 1, max(lo, b * BLOCK) - 1, -1):
+                    if _overlap(geo, dims, seq_row[first + t], q, scratch):
+                        return first + t
+                continue
+            stack[top, 0] = 2 * u
+            stack[top, 1] = w // 2
+            stack[top + 1, 0] = 2 * u + 1
+            stack[top + 1, 1] = w // 2
+            top += 2
+        while v > 1 and v % 2 == 0:
+            v //= 2
+            width *= 2
+        if v == 1:
+            return -1
+        v -= 1
+        if (v + 1) * width - p <= block_lo:
+            return -1
+
+
+@numba.njit(cache=True)
+def _first_hazard(geo, dims, write, acc_ptr, j, i, scratch):
+    """`hazard` of instructions j (earlier) and i: (kind, j's row, i's row), the first RAW, else WAR,
+    else WAW pair in row order; kind -1 if none."""
+    for kind in range(3):
+        ew = kind != 1
+        lw = kind != 0
+        for e in range(acc_ptr[j], acc_ptr[j + 1]):
+            if write[e] != ew:
+                continue
+            for lt in range(acc_ptr[i], acc_ptr[i + 1]):
+                if write[lt] == lw and _overlap(geo, dims, e, lt, scratch):
+                    return kind, e, lt
+    return -1, -1, -1
+
+
+@numba.njit(cache=True)
+def _sweep(stream, engine, ids, acc_ptr, write, geo, dims, pos, row_instr, key, key_start, seq_row, seq_pos,
+           tree_start, tree_leaves, tree_span, tree_info):
+    """The vector-clock pass of `synchronise` (see the module docstring), with each stream's latest
+    hazard past what the instruction knows found by `_latest` instead of a walk back through the
+    stream. Returns the edges' (producer, consumer, kind, producer row, consumer row)."""
+    n = stream.shape[0]
+    clock_now = np.zeros((ids, ids), np.int64)  # what the next instruction of each stream will know
+    # what anyone who waits for instruction i's completion knows (int32: positions are < n < 2**31, and
+    # this is the pass's one n x ids table)
+    clock_after = np.zeros((n, ids), np.int32)
+    known = np.zeros(ids, np.int64)
+    gained = np.zeros(ids, np.int64)
+    filled = np.zeros(ids * CLASSES, np.int64)  # rows of each key's sequence that precede instruction i
+    found = np.empty(ids, np.int64)
+    stack = np.empty((STACK, 3), np.int64)
+    scratch = np.empty((2, 5, MAX_DIMS + 1), np.int64)
+    cap = 1024
+    out = np.empty((cap, 5), np.int64)
+    edges = 0
+    for i in range(n):
+        own = stream[i]
+        eng = engine[i]
+        for s in range(ids):
+            gained[s] = clock_now[eng, s]  # the issuing engine learns only what it waits for
+            known[s] = max(gained[s], clock_now[own, s]) if own != eng else gained[s]
+        nfound = 0
+        for s in range(ids):
+            if s == own:
+                continue
+            bound = known[s]
+            best = -1
+            for r in range(acc_ptr[i], acc_ptr[i + 1]):
+                # a read meets the other stream's writes, a write its reads and writes
+                for w in range(0 if write[r] else 1, 2):
+                    k = s * CLASSES + geo[r, G_MEM] * 2 + w
+                    if filled[k] == 0 or seq_pos[key_start[k] + filled[k] - 1] <= bound:
+                        continue
+                    t = _latest(geo, dims, r, k, bound, filled[k], key_start, seq_row, seq_pos, tree_start,
+                                tree_leaves, tree_span, tree_info, stack, scratch)
+                    if t >= 0:  # later rows need only look past it
+                        bound = seq_pos[t]
+                        best = row_instr[seq_row[t]]
+            if best >= 0:
+                found[nfound] = best
+                nfound += 1
+        # latest producers first: waiting for them may already cover the others
+        for a in range(1, nfound):
+            x = found[a]
+            b = a
+            while b > 0 and found[b - 1] < x:
+                found[b] = found[b - 1]
+                b -= 1
+            found[b] = x
+        for a in range(nfound):
+            j = found[a]
+            if pos[j] <= known[stream[j]]:
+                continue
+            for s in range(ids):
+                known[s] = max(known[s], clock_after[j, s])
+                gained[s] = max(gained[s], clock_after[j, s])
+            kind, e, lt = _first_hazard(geo, dims, write, acc_ptr, j, i, scratch)
+            if edges == cap:
+                cap *= 2
+                grown = np.empty((cap, 5), np.int64)
+                grown[:edges] = out[:edges]
+                out = grown
+            out[edges, 0] = j
+            out[edges, 1] = i
+            out[edges, 2] = kind
+            out[edges, 3] = e
+            out[edges, 4] = lt
+            edges += 1
+        known[own] = pos[i]
+        for s in range(ids):
+            if own != eng:
+                clock_now[eng, s] = gained[s]
+            clock_now[own, s] = known[s]
+            clock_after[i, s] = known[s]
+        for r in range(acc_ptr[i], acc_ptr[i + 1]):
+            filled[key[r]] += 1
+    out = out[:edges]
+    return (out[:, 0].copy(), out[:, 1].copy(), out[:, 2].copy(), out[:, 3].copy(), out[:, 4].copy())

@@ -12,17 +12,20 @@ assembled instructions and compare it with hazards found by enumerating bytes.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ncsim import isa
+from ncsim import dtypes, isa
 from ncsim.asm.assembler import Assembler, Program
 from ncsim.asm.fields import SemOp
 from ncsim.asm.instruction import Instruction
+from ncsim.asm.sync import Access, accesses, find_edges, stream_of, synchronise
 from ncsim.errors import AsmError
-from ncsim.memory.access import AccessPattern
+from ncsim.memory.access import AccessPattern, Memory
 
 # --- the reference: footprints by bytes, happens-before by graph search -------------------------
 
@@ -469,3 +472,168 @@ def test_auto_sync_gives_each_engine_and_direction_a_queue():
 def test_manual_sync_keeps_the_default_queue():
     """A .sync manual program (what the disassembler writes) says every queue itself: unnamed is 0."""
     assert dma_queues(".sync manual") == [0, 0, 0, 9] * 2
+
+
+# --- the array core against the walk it replaced ------------------------------------------------
+# `reference_edges` is the synchronisation pass as it was before the array core (a walk back through
+# each other stream, O(n^2) when streams rarely wait for each other), with its byte-run overlap test:
+# the core must give exactly its edges, kinds and operands.
+
+@lru_cache(maxsize=65536)
+def reference_runs(ap: AccessPattern) -> tuple[np.ndarray, int]:
+    size = ap.dtype.itemsize
+    dims = list(ap.dims)
+    run = size
+    while dims and dims[-1][0] * size == run:
+        run *= dims[-1][1]
+        dims.pop()
+    starts = np.full((), ap.offset, dtype=np.int64)
+    for step, count in dims:
+        starts = starts[..., None] + np.arange(count, dtype=np.int64) * (step * size)
+    return np.unique(starts.ravel()), run
+
+
+def reference_overlap(a: AccessPattern, b: AccessPattern) -> bool:
+    if a.memory != b.memory:
+        return False
+    if a.on_chip and (a.partition >= b.partition + b.partitions or b.partition >= a.partition + a.partitions):
+        return False
+    (alo, ahi), (blo, bhi) = a.byte_span(), b.byte_span()
+    if alo >= bhi or blo >= ahi:
+        return False
+    sa, la = reference_runs(a)
+    sb, lb = reference_runs(b)
+    idx = np.searchsorted(sb, sa + la, side="left")
+    ok = idx > 0
+    return bool(np.any(sb[idx[ok] - 1] + lb > sa[ok]))
+
+
+def reference_hazard(earlier: list[Access], later: list[Access]) -> tuple[str, Access, Access] | None:
+    for kind, ew, lw in (("RAW", True, False), ("WAR", False, True), ("WAW", True, True)):
+        for e in earlier:
+            if e.write != ew:
+                continue
+            for lt in later:
+                if lt.write == lw and reference_overlap(e.ap, lt.ap):
+                    return kind, e, lt
+    return None
+
+
+def reference_edges(streams: list[str], engines: list[str], foot: list[list[Access]]) -> list[tuple]:
+    """(producer, consumer, kind, producer operand, consumer operand, memory) of each edge."""
+    n = len(streams)
+    names = sorted(set(streams) | set(engines))
+    sid = {s: k for k, s in enumerate(names)}
+    zero = np.zeros(len(names), dtype=np.int64)
+    pos = np.zeros(n, dtype=np.int64)
+    history: dict[str, list[int]] = {s: [] for s in names}
+    clock_now = {s: zero.copy() for s in names}
+    clock_after: list[np.ndarray] = []
+    edges: list[tuple] = []
+    for i in range(n):
+        own, engine = streams[i], engines[i]
+        gained = clock_now[engine].copy()
+        known = np.maximum(gained, clock_now[own]) if own != engine else gained.copy()
+        found = []
+        for s in names:
+            if s == own or not foot[i]:
+                continue
+            for j in reversed(history[s]):
+                if pos[j] <= known[sid[s]]:
+                    break
+                h = reference_hazard(foot[j], foot[i])
+                if h:
+                    found.append((j, h))
+                    break
+        for j, (kind, a, b) in sorted(found, key=lambda f: -f[0]):
+            if pos[j] <= known[sid[streams[j]]]:
+                continue
+            known = np.maximum(known, clock_after[j])
+            gained = np.maximum(gained, clock_after[j])
+            edges.append((j, i, kind, a.operand, b.operand, a.ap.memory.label))
+        history[own].append(i)
+        pos[i] = len(history[own])
+        known[sid[own]] = pos[i]
+        if own != engine:
+            clock_now[engine] = gained
+        clock_now[own] = known
+        clock_after.append(known)
+    return edges
+
+
+def core_edges(streams: list[str], engines: list[str], foot: list[list[Access]]) -> list[tuple]:
+    return [(e.producer, e.consumer, e.kind, e.producer_operand, e.consumer_operand, e.memory)
+            for e in find_edges(streams, engines, foot)]
+
+
+ITEMSIZES = {1: dtypes.UINT8, 2: dtypes.BFLOAT16, 4: dtypes.FLOAT32}
+OPERANDS = ("dst", "src", "data", "bias")
+
+
+@st.composite
+def patterns(draw, memory: Memory, reach: int) -> AccessPattern:
+    """Any valid pattern: 1..4 dimensions (5 in HBM) of any step (negative, zero, overlapping) and small
+    counts, at an offset below `reach` bytes (shifted up if a negative step would reach below 0), on
+    a partition range that often meets others' partly."""
+    size = draw(st.sampled_from(sorted(ITEMSIZES)))
+    dims = tuple(draw(st.lists(st.tuples(st.integers(-6, 12), st.integers(1, 5)), min_size=1,
+                               max_size=5 if memory == Memory.HBM else 4)))
+    if draw(st.booleans()):  # contiguous innermost dimensions, as most real patterns have
+        dims = dims[:-1] + ((1, dims[-1][1]),)
+    below = -sum(min(0, step * (count - 1)) for step, count in dims) * size
+    offset = below + draw(st.integers(0, reach))
+    if memory == Memory.HBM:
+        return AccessPattern(memory, ITEMSIZES[size], 0, 0, offset, dims)
+    first = draw(st.sampled_from((0, 0, 16, 32, 64, 100, 127)))
+    count = draw(st.integers(1, 128 - first))
+    return AccessPattern(memory, ITEMSIZES[size], first, count, offset, dims)
+
+
+@st.composite
+def stream_programs(draw, max_len: int, reach: int) -> tuple[list[str], list[str], list[list[Access]]]:
+    """Instructions on 2..4 engines, some of them DMAs on 1..2 queues (a queue fed by several engines
+    is a stream per engine), each with 0..4 accesses to SBUF, PSUM or HBM."""
+    engines = ["sync", "scalar", "vector", "gpsimd"][:draw(st.integers(2, 4))]
+    streams, issuers, foot = [], [], []
+    for _ in range(draw(st.integers(1, max_len))):
+        engine = draw(st.sampled_from(engines))
+        dma = draw(st.integers(0, 2)) == 0
+        streams.append(f"dma queue {draw(st.integers(0, 1))} from {engine}" if dma else engine)
+        issuers.append(engine)
+        rows = []
+        for _ in range(draw(st.integers(0, 4))):
+            memory = draw(st.sampled_from((Memory.SBUF, Memory.SBUF, Memory.PSUM, Memory.HBM)))
+            rows.append(Access(draw(patterns(memory, reach)), draw(st.booleans()), draw(st.sampled_from(OPERANDS))))
+        foot.append(rows)
+    return streams, issuers, foot
+
+
+@settings(max_examples=300, deadline=None)
+@given(stream_programs(max_len=24, reach=48))
+def test_the_core_gives_the_walks_edges(program):
+    assert core_edges(*program) == reference_edges(*program)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(stream_programs(max_len=300, reach=4000))
+def test_the_core_gives_the_walks_edges_on_long_rarely_waiting_programs(program):
+    """Footprints spread over 4 KB rarely meet: streams go long without waiting for each other, so
+    searches cross many tree blocks (BLOCK rows each) before they find a hazard or give up."""
+    assert core_edges(*program) == reference_edges(*program)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs())
+def test_the_core_gives_the_walks_edges_on_assembled_programs(src):
+    asm = Assembler()
+    asm.assemble(".sync manual\n" + src, "random.s")
+    instrs = asm.program.instructions
+    streams, engines, foot = [stream_of(i) for i in instrs], [i.engine for i in instrs], [accesses(i) for i in instrs]
+    edges = synchronise(instrs, 32).edges
+    assert [(e.producer, e.consumer, e.kind, e.producer_operand, e.consumer_operand, e.memory)
+            for e in edges] == reference_edges(streams, engines, foot)
+
+
+def test_the_core_takes_a_program_without_instructions_or_accesses():
+    assert core_edges([], [], []) == []
+    assert core_edges(["vector", "scalar"], ["vector", "scalar"], [[], []]) == []
