@@ -41,20 +41,27 @@ Determinism: that order is total (time, then fixed keys, then order of construct
 fixed formats, and nothing depends on the host (no host times, no absolute paths: source places are
 the paths the object recorded; ASCII output). Two runs of the same program give identical bytes.
 
-Size and speed (measured on the project's 2-core machine): about 650 bytes per instruction (its
-args) and 190 per DMA piece. programs/giou.s (560 instructions, 768 pieces): 0.5 MB in 0.03 s; the
-tiled matmul of tools/bench_timing.py with --blocks 170 (100 704 instructions, 196 864 pieces):
-96 MB in 2.5 s; its default (303 168 instructions, 590 848 pieces): 290 MB in 7.8 s. Give the
-timed ObjectFile: without it each source place costs a result.loc(k) call (about 30 us). The text of
-bodies with a constant operand (activation's bias, tensor_scalar's scalars) is decoded per
-instruction (about 50 us each): their constants are not in the result. ui.perfetto.dev loads a JSON
-trace into the browser's memory and struggles beyond a few hundred MB (`LARGE_TRACE_BYTES`, compare
-with what write_trace returns): for such runs use --timeline, or Perfetto's trace_processor.
+Size and speed (measured on the project's 2-core machine, host CPU time). The lines are rendered
+by a numba kernel from integer columns and a table of strings (see _Events); what stays in Python
+is per distinct value (places, formulas, rates) and, up to FULL_ARGS_MAX instructions, the `asm`
+and `cost` of every instruction slice (about 3 us each). Beyond FULL_ARGS_MAX the instruction
+slices leave those two out, and otherData's "args" says so. About 900 bytes per instruction with
+them (650 without) and 190 per DMA piece. programs/giou.s (560 instructions, 768 pieces): 0.5 MB
+in 0.01 s; the tiled matmul of tools/bench_timing.py with --blocks 168 (99 520 instructions, all
+args): 95 MB in 1.2 s; --blocks 170 (100 704 instructions, 196 864 pieces): 72 MB in 0.4 s; its
+default (303 168 instructions, 590 848 pieces): 218 MB in 1.1 s (was 290 MB in 7.8 s, with asm and
+cost). Give the timed ObjectFile: without it each source place costs a result.loc(k) call (about 30
+us). The text of a body with constant operands (activation's bias, tensor_scalar's scalars) is
+decoded once per distinct value of its constants, read from the encoded words. ui.perfetto.dev
+loads a JSON trace into the browser's memory and struggles beyond a few hundred MB
+(`LARGE_TRACE_BYTES`, compare with what write_trace returns): for such runs use --timeline, or
+Perfetto's trace_processor.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import linecache
 import math
@@ -62,11 +69,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numba
 import numpy as np
 
 from ncsim import isa
 from ncsim.asm.fields import SIGNAL_OPS, WAIT_OPS, APKind, SemOp
-from ncsim.asm.instruction import Instruction
+from ncsim.asm.instruction import Instruction, layout
 from ncsim.asm.objfile import ObjectFile
 from ncsim.memory.access import AccessPattern, Memory
 from ncsim.runtime.timing import ACCESS_READ, ACCESS_WRITE, ENGINES, TimingResult
@@ -75,6 +83,10 @@ PROCESS = "NeuronCore-v2"
 PID = 1
 ENGINE_TRACKS = ("Tensor", "Vector", "Scalar", "GpSimd", "Sync")  # display names of ENGINES
 LARGE_TRACE_BYTES = 300 * 2**20  # above this, ui.perfetto.dev struggles to open a JSON trace
+# Instructions beyond which the instruction slices leave out `asm` and `cost` (otherData's "args" then
+# says so): their text is made in Python, about 3 us an instruction, where the rest of the trace is
+# rendered by numba.
+FULL_ARGS_MAX = 100_000
 # Footprint cells expanded for the live-bytes counters, at most (see live_bytes): beyond this the byte
 # boundaries are coarsened, which over-counts partly used cells but bounds time and memory.
 _LIVE_CELLS_MAX = 4_000_000
@@ -248,7 +260,8 @@ class _Template:
 
     Instructions of a body differ only there and in constants (timing.py: the body is every byte but
     those), so one decode per body replaces one per instruction (measured: 48 us per decode and
-    print). Bodies with a constant operand have no template: its value is not in the result."""
+    print). A body with constant operands has one template per distinct value of its constants'
+    bits (read from the encoded words), usually a handful."""
 
     def __init__(self, parts: list[str], aps: int, sem_operand: bool, sep: str):
         self.parts, self.aps, self.sem_operand, self.sep = parts, aps, sem_operand, sep
@@ -265,8 +278,6 @@ class _Template:
             elif isinstance(value, SemOp):
                 ops[operand.name] = _SEM_SENTINEL
                 sem_operand = True
-            elif isinstance(operand.kind, APKind) and value is not None:
-                return None  # a constant
         text = str(dataclasses.replace(instr, operands=ops, waits=(), signals=()))
         parts = []
         for mark in [f"@{_SENTINEL + j}" for j in range(aps)] + ([str(_SEM_SENTINEL)] if sem_operand else []):
@@ -291,8 +302,30 @@ def _sem_texts(sem: np.ndarray, op: np.ndarray, value: np.ndarray, ops: Sequence
     return [f"s{s}{ops[o]}{v}" for s, o, v in zip(sem.tolist(), op.tolist(), value.tolist(), strict=True)]
 
 
+def _constant_groups(result: TimingResult, ks: np.ndarray) -> list[np.ndarray]:
+    """The instructions `ks` of one body split by the bits of their constant operands (all of them
+    together, if the body has none), in order of first appearance."""
+    prog = result._program
+    k0 = int(ks[0])
+    opcode = int(result.body_opcode[result.body[k0]])
+    b = prog.words.view(np.uint8)
+    at = prog.pos[ks] * 8
+    cols = [b[(at + off + 8)[:, None] + np.arange(8)].view("<u8").reshape(-1)
+            for operand, off in layout(opcode)[0]
+            if isinstance(operand.kind, APKind) and b[int(at[0]) + off] == Memory.IMM]
+    if not cols:
+        return [ks]
+    _, first, inverse = np.unique(np.stack(cols, 1), axis=0, return_index=True, return_inverse=True)
+    rank = np.empty(len(first), np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first))  # groups in order of first appearance
+    group = rank[inverse.reshape(-1)]
+    order = np.argsort(group, kind="stable")
+    return np.split(ks[order], np.flatnonzero(np.diff(group[order])) + 1)
+
+
 def instruction_texts(result: TimingResult) -> list[str]:
-    """str(result.instruction(k)) for every k, decoding one instruction per body where it can."""
+    """str(result.instruction(k)) for every k, decoding one instruction per body (per distinct value
+    of its constants) where it can."""
     n = result.count
     texts: list[str] = [""] * n
     waits = _sem_texts(result.wait_sem, result.wait_op, result.wait_value, WAIT_OPS)
@@ -301,77 +334,91 @@ def instruction_texts(result: TimingResult) -> list[str]:
     flo = result.fp_lo.tolist()
     order = np.argsort(result.body, kind="stable")
     bounds = np.nonzero(np.diff(result.body[order]))[0] + 1
-    for ks in np.split(order, bounds):
-        if len(ks) == 0:
+    for body_ks in np.split(order, bounds):
+        if len(body_ks) == 0:
             continue
-        ks = ks.tolist()
-        k0 = ks[0]
-        first = result.instruction(k0)
-        tpl = _Template.of(first)
-        base = flo[fptr[k0]:fptr[k0 + 1]]
-        if tpl is None or len(base) != tpl.aps:
-            for k in ks:
-                texts[k] = str(result.instruction(k))
-            continue
-        offsets0 = [v.offset for v in (first.operands[o.name] for o in first.spec.operands)
-                    if isinstance(v, AccessPattern) and v.memory in _IN_MEMORY]
-        for k in ks:
-            lo = flo[fptr[k]:fptr[k + 1]]
-            offsets = [o + a - b for o, a, b in zip(offsets0, lo, base, strict=True)]
-            w = waits[wptr[k]:wptr[k + 1]]
-            s = signals[sptr[k]:sptr[k + 1]]
-            sem = None
-            if tpl.sem_operand:  # sem_wait's condition is its last wait, sem_signal's update its last signal
-                if first.mnemonic == "sem_wait":
-                    sem, w = w[-1], w[:-1]
-                else:
-                    sem, s = s[-1], s[:-1]
-            texts[k] = tpl.fill(offsets, sem, ", ".join(w), ", ".join(s))
-        # Checked against the decoder on the body's first and last instructions; the decoder wins.
-        if texts[k0] != str(first) or texts[ks[-1]] != str(result.instruction(ks[-1])):
-            for k in ks:
-                texts[k] = str(result.instruction(k))
+        for ks in _constant_groups(result, body_ks):
+            _fill_texts(result, ks.tolist(), texts, waits, signals, wptr, sptr, fptr, flo)
     return texts
 
 
-def _places(result: TimingResult, obj: ObjectFile | None) -> tuple[list[str], list[str]]:
-    """(file:line:col, source line) of every instruction, as result.loc(k) gives them; read from
-    `obj`'s line table when given (fast), else through result.loc (about 30 us an instruction)."""
+def _fill_texts(result: TimingResult, ks: list[int], texts: list[str], waits: list[str], signals: list[str],
+                wptr: list[int], sptr: list[int], fptr: list[int], flo: list[int]) -> None:
+    """texts[k] for instructions `ks` that print alike but for offsets and semaphores."""
+    k0 = ks[0]
+    first = result.instruction(k0)
+    tpl = _Template.of(first)
+    base = flo[fptr[k0]:fptr[k0 + 1]]
+    if tpl is None or len(base) != tpl.aps:
+        for k in ks:
+            texts[k] = str(result.instruction(k))
+        return
+    offsets0 = [v.offset for v in (first.operands[o.name] for o in first.spec.operands)
+                if isinstance(v, AccessPattern) and v.memory in _IN_MEMORY]
+    for k in ks:
+        lo = flo[fptr[k]:fptr[k + 1]]
+        offsets = [o + a - b for o, a, b in zip(offsets0, lo, base, strict=True)]
+        w = waits[wptr[k]:wptr[k + 1]]
+        s = signals[sptr[k]:sptr[k + 1]]
+        sem = None
+        if tpl.sem_operand:  # sem_wait's condition is its last wait, sem_signal's update its last signal
+            if first.mnemonic == "sem_wait":
+                sem, w = w[-1], w[:-1]
+            else:
+                sem, s = s[-1], s[:-1]
+        texts[k] = tpl.fill(offsets, sem, ", ".join(w), ", ".join(s))
+    # Checked against the decoder on the first and last instructions; the decoder wins.
+    if texts[k0] != str(first) or texts[ks[-1]] != str(result.instruction(ks[-1])):
+        for k in ks:
+            texts[k] = str(result.instruction(k))
+
+
+def _places(result: TimingResult, obj: ObjectFile | None) -> tuple[list[str], list[str], np.ndarray]:
+    """(at, source, place): the distinct (file:line:col, source line) of the instructions, as
+    result.loc(k) gives them, and the index of each instruction's. Read from `obj`'s line table when
+    given (one lookup per distinct place), else through result.loc (about 30 us an instruction)."""
     n = result.count
-    at, src = [""] * n, [""] * n
     if obj is None:
+        at, src = [""] * n, [""] * n
         for k in range(n):
             loc = result.loc(k)
             if loc is not None:
                 at[k], src[k] = str(loc), loc.text.strip()
-        return at, src
-    cache: dict[tuple[str, int, int], tuple[str, str]] = {}
-    k = 0
+        return at, src, np.arange(n)
+    place = np.zeros(n, np.int64)  # 0: no entry
+    keys = np.full((n, 3), -1, np.int64)
     for e, engine in enumerate(ENGINES):
         entries = obj.lines.get(engine, [])
-        for i in range(int(result.first[e + 1] - result.first[e])):
-            if i < len(entries) and entries[i].file < len(obj.files):
-                en = entries[i]
-                key = (obj.files[en.file], en.line, en.col)
-                hit = cache.get(key)
-                if hit is None:
-                    hit = cache[key] = (f"{key[0]}:{key[1]}:{key[2]}", linecache.getline(key[0], key[1]).strip())
-                at[k], src[k] = hit
-            elif i < len(entries):  # a file the object does not name: the path time_program was given
-                loc = result.loc(k)
-                at[k], src[k] = str(loc), loc.text.strip()
-            k += 1
-    return at, src
+        lo = int(result.first[e])
+        count = min(len(entries), int(result.first[e + 1]) - lo)
+        if count:
+            table = np.fromiter(itertools.chain.from_iterable(entries[:count]), np.int64, 4 * count)
+            keys[lo:lo + count] = table.reshape(count, 4)[:, 1:]
+    has = keys[:, 0] >= 0
+    unknown = has & (keys[:, 0] >= len(obj.files))  # a file the object does not name: through loc(k)
+    keys[unknown] = -2 - np.arange(n)[unknown, None]
+    distinct, first, inverse = np.unique(keys[has], axis=0, return_index=True, return_inverse=True)
+    at, src = [""], [""]
+    for (f, line, col), k in zip(distinct.tolist(), np.flatnonzero(has)[first].tolist(), strict=True):
+        if f < 0:
+            loc = result.loc(k)
+            at.append(str(loc))
+            src.append(loc.text.strip())
+        else:
+            at.append(f"{obj.files[f]}:{line}:{col}")
+            src.append(linecache.getline(obj.files[f], line).strip())
+    place[has] = 1 + inverse.reshape(-1)
+    return at, src, place
 
 
-def _formulas(result: TimingResult) -> list[str]:
-    """result.formula(k) for every k, computed once per distinct (body, extra flags, extra ticks)."""
+def _formulas(result: TimingResult) -> tuple[list[str], np.ndarray]:
+    """(texts, index): result.formula(k) is texts[index[k]], computed once per distinct (body, extra
+    flags, extra ticks)."""
     if result.count == 0:
-        return []
+        return [], np.zeros(0, np.int64)
     keys = np.stack((result.body, result.extra_flags.astype(np.int64), result.extra_ticks.astype(np.int64)), 1)
     _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-    texts = [result.formula(int(k)) for k in first.tolist()]
-    return [texts[i] for i in inverse.reshape(-1).tolist()]
+    return [result.formula(int(k)) for k in first.tolist()], inverse.reshape(-1)
 
 
 # --------------------------------------------------------------------------- the trace
@@ -387,7 +434,7 @@ def _q(s: str, cache: dict[str, str]) -> str:
 def trace_text(result: TimingResult, obj: ObjectFile | None = None) -> str:
     """The trace as JSON text (what write_trace writes). `obj`: the timed ObjectFile, for the kernel's
     name and a fast source-line lookup; without it the places come from result.loc (slower)."""
-    return "".join(_chunks(result, obj))
+    return b"".join(_chunks(result, obj)).decode("ascii")
 
 
 def trace_dict(result: TimingResult, obj: ObjectFile | None = None) -> dict:
@@ -398,25 +445,197 @@ def trace_dict(result: TimingResult, obj: ObjectFile | None = None) -> dict:
 def write_trace(result: TimingResult, path: str | Path, obj: ObjectFile | None = None) -> int:
     """Write the trace to `path`; returns its size in bytes (compare with LARGE_TRACE_BYTES)."""
     size = 0
-    with open(path, "w", encoding="ascii", newline="\n") as f:
+    with open(path, "wb") as f:
         for chunk in _chunks(result, obj):
             f.write(chunk)
             size += len(chunk)
     return size
 
 
+# Events are rendered by a numba kernel from columns of integers and a table of strings ("snippets":
+# JSON-quoted names and places, fixed text, numbers formatted once per distinct value), following a
+# small program per kind of event. Ops: (_LIT, snippet), (_STR, column holding a snippet), (_INT,
+# column), (_FIX3, column): x // 1000 "." x % 1000 in 3 digits, (_FIX6, column): likewise with 10**6.
+_LIT, _STR, _INT, _FIX3, _FIX6 = range(5)
+_CHUNK_BYTES = 1 << 24
+
+
+class _Events:
+    """The events of the trace, as kinds of event each with a format and columns."""
+
+    def __init__(self):
+        self.snippets: list[bytes] = []
+        self.snippet_of: dict[bytes, int] = {}
+        self.ops: list[list[tuple[int, int]]] = []
+        self.columns: list[list[np.ndarray]] = []
+        self.keys: list[tuple[np.ndarray, ...]] = []
+
+    def snippet(self, text: str) -> int:
+        b = text.encode("ascii")
+        i = self.snippet_of.get(b)
+        if i is None:
+            i = self.snippet_of[b] = len(self.snippets)
+            self.snippets.append(b)
+        return i
+
+    def snippets_of(self, texts: list[str]) -> np.ndarray:
+        return np.array([self.snippet(t) for t in texts], np.int64).reshape(-1)
+
+    def add(self, fmt: list, columns: list[np.ndarray], ps: np.ndarray, dur: np.ndarray | int, order: np.ndarray,
+            slices: bool) -> None:
+        """Events of one format: `fmt` is a list of literal strings and (op, column) pairs. They are at
+        `ps`, of (or bound to) slices lasting `dur` ns, tie-broken by `order` (then by row)."""
+        ops = []
+        for item in fmt:
+            ops.append((_LIT, self.snippet(item)) if isinstance(item, str) else item)
+        self.ops.append(ops)
+        rows = len(ps)
+        self.columns.append([np.broadcast_to(np.asarray(c, np.int64), (rows,)) for c in columns])
+        d = np.broadcast_to(np.asarray(dur, np.int64), (rows,))
+        self.keys.append((perfetto_ns(ps), d, np.asarray(slices), np.broadcast_to(np.asarray(order, np.int64), (rows,))))
+
+    def order(self) -> np.ndarray:
+        """The events in the order Perfetto's importer reads them: by ns, then slices of positive
+        duration (longest first), then all else by the duration of the slice they belong to (longest
+        first), then by `order`, then in order of addition. One sort of packed keys when they fit in
+        63 bits (ns, the duration class, the rank of (order, addition)), else a lexsort."""
+        ns = np.concatenate([k[0] for k in self.keys]) if self.keys else np.zeros(0, np.int64)
+        if len(ns) == 0:
+            return ns
+        d = np.concatenate([k[1] for k in self.keys])
+        slices = np.concatenate([np.broadcast_to(k[2], (len(k[0]),)) for k in self.keys])
+        top = int(d.max(initial=0))
+        cls = np.where(slices & (d > 0), top - d, 2 * top - d)
+        order = np.concatenate([k[3] for k in self.keys])
+        by_order = _counting_order(order - order.min(), int(order.max() - order.min()) + 1)
+        seq = np.empty(len(ns), np.int64)
+        seq[by_order] = np.arange(len(ns))
+        b_cls, b_seq = int(2 * top).bit_length(), int(len(ns) - 1).bit_length()
+        if int(ns.max()).bit_length() + b_cls + b_seq <= 63 and int(ns.min()) >= 0:
+            packed = np.sort((ns << (b_cls + b_seq)) | (cls << b_seq) | seq)
+            return by_order[packed & ((1 << b_seq) - 1)]
+        return np.lexsort((seq, cls, ns))
+
+    def render(self, events: np.ndarray):
+        """The events' lines in the order given, each after ",\\n", in chunks of bytes."""
+        table = b"".join(self.snippets)
+        snip = np.frombuffer(table, np.uint8) if table else np.zeros(1, np.uint8)
+        snip_ptr = np.concatenate(([0], np.cumsum([len(s) for s in self.snippets], dtype=np.int64)))
+        ops_ptr = np.concatenate(([0], np.cumsum([len(o) for o in self.ops]))).astype(np.int64)
+        ops = np.array([x for o in self.ops for x in o], np.int64).reshape(-1, 2)
+        # Row-major, an event's fields side by side: the events are read in order of time, across
+        # kinds; column by column, each event's fields were a cache miss apiece (0.2 s more at 303 168
+        # instructions).
+        data = np.concatenate([np.stack(cols, 1).reshape(-1) for cols in self.columns] or [np.zeros(0, np.int64)])
+        sizes = [len(k[0]) for k in self.keys]
+        width = np.array([len(cols) for cols in self.columns], np.int64)
+        base = np.concatenate(([0], np.cumsum(width * sizes))).astype(np.int64)
+        group_first = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+        lengths = np.diff(snip_ptr)
+        bound = np.array([2 + sum(int(lengths[arg]) if code == _LIT else
+                                  int(lengths[cols[arg]].max(initial=0)) if code == _STR else 28
+                                  for code, arg in o) for o, cols in zip(self.ops, self.columns, strict=True)],
+                         np.int64).reshape(-1)
+        buf = np.empty(max(_CHUNK_BYTES, int(bound.max(initial=0))), np.uint8)
+        i = 0
+        while i < len(events):
+            nxt, used = _render(buf, events, i, group_first, ops_ptr, ops, data, base, width, bound, snip, snip_ptr)
+            yield buf[:used].tobytes()
+            i = nxt
+
+
+@numba.njit(cache=True)
+def _counting_order(keys, n_keys):
+    """The stable order of `keys` (integers in 0..n_keys-1), by counting."""
+    start = np.zeros(n_keys + 1, np.int64)
+    for x in keys:
+        start[x + 1] += 1
+    for i in range(n_keys):
+        start[i + 1] += start[i]
+    out = np.empty(keys.shape[0], np.int64)
+    for i in range(keys.shape[0]):
+        out[start[keys[i]]] = i
+        start[keys[i]] += 1
+    return out
+
+
+@numba.njit(cache=True)
+def _render(buf, events, i, group_first, ops_ptr, ops, data, base, width, bound, snip, snip_ptr):
+    """Render events[i:] into buf while they fit (an event of kind g takes at most bound[g] bytes):
+    (the next event, bytes used)."""
+    used = 0
+    digits = np.empty(24, np.uint8)
+    n_groups = group_first.shape[0] - 1
+    while i < events.shape[0]:
+        ev = events[i]
+        g = 0
+        while g + 1 < n_groups and group_first[g + 1] <= ev:
+            g += 1
+        row = base[g] + (ev - group_first[g]) * width[g]  # its fields: data[row + column]
+        if used + bound[g] > buf.shape[0]:
+            break
+        buf[used] = 44  # ","
+        buf[used + 1] = 10  # "\n"
+        used += 2
+        for o in range(ops_ptr[g], ops_ptr[g + 1]):
+            code, arg = ops[o, 0], ops[o, 1]
+            if code == _LIT or code == _STR:
+                s = arg if code == _LIT else data[row + arg]
+                size = snip_ptr[s + 1] - snip_ptr[s]
+                buf[used:used + size] = snip[snip_ptr[s]:snip_ptr[s + 1]]
+                used += size
+                continue
+            v = data[row + arg]
+            scale = 1 if code == _INT else (1000 if code == _FIX3 else 1000000)
+            whole = v // scale  # floor division and a non-negative remainder, as Python formats them
+            frac = v - whole * scale
+            if whole < 0:
+                buf[used] = 45  # "-"
+                used += 1
+                whole = -whole
+            nd = 0
+            while True:
+                digits[nd] = 48 + whole % 10
+                nd += 1
+                whole //= 10
+                if whole == 0:
+                    break
+            for x in range(nd - 1, -1, -1):
+                buf[used] = digits[x]
+                used += 1
+            if code != _INT:
+                buf[used] = 46  # "."
+                used += 1
+                places = 3 if code == _FIX3 else 6
+                for x in range(places - 1, -1, -1):
+                    buf[used + x] = 48 + frac % 10
+                    frac //= 10
+                used += places
+        i += 1
+    return i, used
+
+
+def _floats(values: np.ndarray, events: _Events) -> np.ndarray:
+    """Snippets of the values formatted with 3 decimals (as f"{x:.3f}"), once per distinct value."""
+    distinct, inverse = np.unique(np.asarray(values, np.float64), return_inverse=True)
+    return events.snippets_of([f"{x:.3f}" for x in distinct.tolist()])[inverse.reshape(-1)]
+
+
 def _chunks(result: TimingResult, obj: ObjectFile | None):
-    """The JSON text in pieces: header, events (one per line) in order of time, footer."""
+    """The JSON text in pieces of bytes: header, events (one per line) in order of time, footer."""
     cfg = result.config
     hz = cfg.tick_hz
     n = result.count
-    q: dict[str, str] = {}
+    full = n <= FULL_ARGS_MAX
     kernel = obj.kernel if obj is not None else ""
     other = {"kernel": kernel, "simulator": "ncsim", "core": PROCESS, "tick_hz": hz,
              "total_ticks": int(result.total_ticks), "total_ns": round(result.total_ns, 3),
              "time": "ts: the start exact to the ps; dur: the end rounded to the ns as Perfetto does, minus"
                      " the start likewise; exact ticks in args start_tick/end_tick"}
-    yield '{"otherData":' + json.dumps(other, sort_keys=True, separators=(",", ":")) + ',\n"traceEvents":[\n'
+    if not full:
+        other["args"] = (f"instruction slices leave out asm and cost: the run has {n} instructions, more than"
+                         f" {FULL_ARGS_MAX} (ncsim.runtime.trace.FULL_ARGS_MAX)")
+    yield ('{"otherData":' + json.dumps(other, sort_keys=True, separators=(",", ":")) + ',\n"traceEvents":[\n').encode()
 
     # Tracks: engines, then DMA queue lanes, then DMA engines.
     tr = transfers(result)
@@ -426,7 +645,7 @@ def _chunks(result: TimingResult, obj: ObjectFile | None):
     tracks = [(name, ("engine", e)) for e, name in enumerate(ENGINE_TRACKS)]
     lane_keys = sorted(set(zip(tr.queue.tolist(), tr_lane.tolist(), strict=True)))
     tracks += [(f"DMA q{qu}" + (f" ({la + 1})" if la else ""), ("lane", qu, la)) for qu, la in lane_keys]
-    dma_engines = sorted(set(result.piece_engine.tolist()))
+    dma_engines = sorted(set(np.unique(result.piece_engine).tolist()))
     tracks += [(f"DMA engine {d}", ("dma", d)) for d in dma_engines]
     tid = {key: i + 1 for i, (_, key) in enumerate(tracks)}
     meta = [f'{{"name":"process_name","ph":"M","pid":{PID},"args":{{"name":"{PROCESS}"}}}}',
@@ -435,7 +654,7 @@ def _chunks(result: TimingResult, obj: ObjectFile | None):
         meta.append(f'{{"name":"thread_name","ph":"M","pid":{PID},"tid":{tid[key]},"args":{{"name":"{name}"}}}}')
         meta.append(f'{{"name":"thread_sort_index","ph":"M","pid":{PID},"tid":{tid[key]},'
                     f'"args":{{"sort_index":{tid[key]}}}}}')
-    yield ",\n".join(meta)
+    yield ",\n".join(meta).encode()
 
     # Events in the order in which Perfetto's JSON importer reads them, so that a flow binds to the
     # slice it belongs to: the top of its track's stack when the flow is read. The importer sorts by
@@ -443,54 +662,49 @@ def _chunks(result: TimingResult, obj: ObjectFile | None):
     # (slices of zero duration, flows, counters) in file order (trace_sorter.h). So the file is
     # sorted the same way, and among "all else": first the flows of the slices of positive duration,
     # then each slice of zero duration followed by its flows.
-    keys: list[tuple[np.ndarray, ...]] = []
-    texts: list[str] = []
-
-    def add(ps: np.ndarray, dur: np.ndarray | int, order: np.ndarray, lines: list[str], slices: bool) -> None:
-        """Events at `ps`, of (or bound to) slices lasting `dur` ns, tie-broken by `order`."""
-        d = np.broadcast_to(np.asarray(dur, np.int64), (len(lines),))
-        keys.append((perfetto_ns(ps), -d if slices else np.zeros_like(d), -d, np.asarray(order, np.int64)))
-        texts.extend(lines)
+    ev = _Events()
+    pid = f',"pid":{PID},"tid":'
 
     # Instructions.
     start_ps, end_ps = ticks_to_ps(result.start, hz), ticks_to_ps(result.end, hz)
     dur_ns = perfetto_ns(end_ps) - perfetto_ns(start_ps)
     engine = result.engine.astype(np.int64)
-    names = [_q(isa.BY_OPCODE[int(o)].mnemonic, q) for o in result.body_opcode.tolist()]
-    name_of = [names[b] for b in result.body.tolist()]
-    label = [f"{ENGINES[e]}[{i}]" for e, i in zip(engine.tolist(), result.index.tolist(), strict=True)]
-    at, src = _places(result, obj)
-    asm = instruction_texts(result)
-    cost = _formulas(result)
-    semw = _ns(ticks_to_ps(result.sem_wait, hz))
-    portw = _ns(ticks_to_ps(result.port_wait, hz))
-    ts_s, dur_s = _us(start_ps), _us3(dur_ns)
-    lines = [
-        f'{{"name":{nm},"cat":"instruction","ph":"X","ts":{ts},"dur":{du},"pid":{PID},"tid":{e + 1},'
-        f'"args":{{"instr":"{lb}","at":{_q(a, q)},"source":{_q(s, q)},"asm":{json.dumps(t)},'
-        f'"cost":{_q(c, q)},"sem_wait_ns":{sw},"port_wait_ns":{pw},"start_tick":{t0},"end_tick":{t1}}}}}'
-        for nm, ts, du, e, lb, a, s, t, c, sw, pw, t0, t1 in zip(
-            name_of, ts_s, dur_s, engine.tolist(), label, at, src, asm, cost, semw, portw,
-            result.start.tolist(), result.end.tolist(), strict=True)]
+    name_of = ev.snippets_of([json.dumps(isa.BY_OPCODE[int(o)].mnemonic) for o in result.body_opcode.tolist()])
+    engine_name = ev.snippets_of(list(ENGINES))[engine]
+    at, src, place = _places(result, obj)
+    at_of, src_of = ev.snippets_of([json.dumps(a) for a in at])[place], ev.snippets_of([json.dumps(s) for s in src])[place]
+    index = result.index
+    cols = [name_of[result.body], start_ps, dur_ns, engine + 1, engine_name, index, at_of, src_of,
+            ticks_to_ps(result.sem_wait, hz), ticks_to_ps(result.port_wait, hz), result.start, result.end]
+    fmt = ['{"name":', (_STR, 0), ',"cat":"instruction","ph":"X","ts":', (_FIX6, 1), ',"dur":', (_FIX3, 2),
+           pid, (_INT, 3), ',"args":{"instr":"', (_STR, 4), "[", (_INT, 5), ']","at":', (_STR, 6), ',"source":',
+           (_STR, 7)]
+    if full:
+        cost, cost_of = _formulas(result)
+        cols += [ev.snippets_of([json.dumps(t) for t in instruction_texts(result)]),
+                 ev.snippets_of([json.dumps(c) for c in cost])[cost_of]]
+        fmt += [',"asm":', (_STR, 12), ',"cost":', (_STR, 13)]
+    fmt += [',"sem_wait_ns":', (_FIX3, 8), ',"port_wait_ns":', (_FIX3, 9), ',"start_tick":', (_INT, 10),
+            ',"end_tick":', (_INT, 11), "}}"]
     # Order: 3 per slice (slice, its outgoing flows, its incoming flows); instructions first.
-    add(start_ps, dur_ns, np.arange(n) * 3, lines, True)
+    ev.add(fmt, cols, start_ps, dur_ns, np.arange(n) * 3, True)
 
     # Transfers on their queue lanes.
     base = 3 * n
     nt = len(tr.instr)
     span = np.maximum(tr.end - tr.start, 1)
     rate = tr.bytes * (hz / 1e9) / span
-    queued = _ns(ticks_to_ps(tr.start - result.start[tr.instr], hz))
     mem = {m.value: m.label for m in Memory}
-    lines = [
-        f'{{"name":"{mem[a]}->{mem[b]}","cat":"transfer","ph":"X","ts":{ts},"dur":{du},"pid":{PID},'
-        f'"tid":{tid[("lane", qu, la)]},"args":{{"instr":"{label[k]}","at":{_q(at[k], q)},"bytes":{by},'
-        f'"pieces":{pc},"GB/s":{r:.3f},"queued_ns":{qd}}}}}'
-        for ts, du, qu, la, k, by, pc, r, qd, a, b in zip(
-            _us(tr_ps0), _us3(tr_ns1 - tr_ns0), tr.queue.tolist(), tr_lane.tolist(), tr.instr.tolist(),
-            tr.bytes.tolist(), tr.pieces.tolist(), rate.tolist(), queued, tr.src.tolist(), tr.dst.tolist(),
-            strict=True)]
-    add(tr_ps0, tr_ns1 - tr_ns0, base + np.arange(nt) * 3, lines, True)
+    direction = ev.snippets_of([f'"{mem[a]}->{mem[b]}"' for a in range(len(mem)) for b in range(len(mem))])
+    tr_tid = np.array([tid[("lane", a, b)] for a, b in zip(tr.queue.tolist(), tr_lane.tolist(), strict=True)],
+                      np.int64).reshape(-1)
+    ev.add(['{"name":', (_STR, 0), ',"cat":"transfer","ph":"X","ts":', (_FIX6, 1), ',"dur":', (_FIX3, 2), pid,
+            (_INT, 3), ',"args":{"instr":"', (_STR, 4), "[", (_INT, 5), ']","at":', (_STR, 6), ',"bytes":', (_INT, 7),
+            ',"pieces":', (_INT, 8), ',"GB/s":', (_STR, 9), ',"queued_ns":', (_FIX3, 10), "}}"],
+           [direction[tr.src * len(mem) + tr.dst], tr_ps0, tr_ns1 - tr_ns0, tr_tid, engine_name[tr.instr],
+            index[tr.instr], at_of[tr.instr], tr.bytes, tr.pieces, _floats(rate, ev),
+            ticks_to_ps(tr.start - result.start[tr.instr], hz)],
+           tr_ps0, tr_ns1 - tr_ns0, base + np.arange(nt) * 3, True)
     transfer_of = np.full(n, -1, np.int64)
     transfer_of[tr.instr] = np.arange(nt)
 
@@ -499,54 +713,48 @@ def _chunks(result: TimingResult, obj: ObjectFile | None):
     p_ps0, p_ps1 = ticks_to_ps(result.piece_start, hz), ticks_to_ps(result.piece_end, hz)
     p_dur = perfetto_ns(p_ps1) - perfetto_ns(p_ps0)
     p_rate = result.piece_bytes * (hz / 1e9) / np.maximum(result.piece_end - result.piece_start, 1)
-    lines = [
-        f'{{"name":"{mem[a]}->{mem[b]}","cat":"dma","ph":"X","ts":{ts},"dur":{du},"pid":{PID},'
-        f'"tid":{tid[("dma", d)]},"args":{{"instr":"{label[k]}","queue":{qu},"bytes":{by},"GB/s":{r:.3f}}}}}'
-        for ts, du, d, qu, k, by, r, a, b in zip(
-            _us(p_ps0), _us3(p_dur), result.piece_engine.tolist(),
-            result.piece_queue.tolist(), result.piece_instr.tolist(), result.piece_bytes.tolist(),
-            p_rate.tolist(), result.piece_src.tolist(), result.piece_dst.tolist(), strict=True)]
-    add(p_ps0, p_dur, base2 + np.arange(result.pieces), lines, True)
+    dma_tid = np.zeros(max(dma_engines, default=0) + 1, np.int64)
+    dma_tid[dma_engines] = [tid[("dma", d)] for d in dma_engines]
+    p_instr = result.piece_instr
+    ev.add(['{"name":', (_STR, 0), ',"cat":"dma","ph":"X","ts":', (_FIX6, 1), ',"dur":', (_FIX3, 2), pid,
+            (_INT, 3), ',"args":{"instr":"', (_STR, 4), "[", (_INT, 5), ']","queue":', (_INT, 6), ',"bytes":',
+            (_INT, 7), ',"GB/s":', (_STR, 8), "}}"],
+           [direction[result.piece_src * len(mem) + result.piece_dst], p_ps0, p_dur, dma_tid[result.piece_engine],
+            engine_name[p_instr], index[p_instr], result.piece_queue, result.piece_bytes, _floats(p_rate, ev)],
+           p_ps0, p_dur, base2 + np.arange(result.pieces), True)
 
     # Flows: from the signalling slice (a dma_copy's transfer) to the waiting instruction.
     sig, wait = result.edge_signal.astype(np.int64), result.edge_wait.astype(np.int64)
-    tr_tid = np.array([tid[("lane", a, b)] for a, b in zip(tr.queue.tolist(), tr_lane.tolist(), strict=True)]
-                      + [0], np.int64)  # a dummy last row keeps the indexing below valid without transfers
+    tr_tid = np.append(tr_tid, 0)  # a dummy last row keeps the indexing below valid without transfers
     via = transfer_of[sig]
     on_lane = via >= 0
     src_ps = np.where(on_lane, np.append(tr_ps0, 0)[via], start_ps[sig])
     src_dur = np.where(on_lane, np.append(tr_ns1 - tr_ns0, 0)[via], dur_ns[sig])
     src_ord = np.where(on_lane, base + 3 * via, 3 * sig) + 1
     src_tid = np.where(on_lane, tr_tid[via], engine[sig] + 1)
-    fname = [f'"s{s}"' for s in result.edge_sem.tolist()]
-    add(src_ps, src_dur, src_ord, [
-        f'{{"name":{nm},"cat":"semaphore","ph":"s","ts":{ts},"pid":{PID},"tid":{t},"id":{i}}}'
-        for i, (nm, ts, t) in enumerate(zip(fname, _us(src_ps), src_tid.tolist(), strict=True))], False)
-    add(start_ps[wait], dur_ns[wait], 3 * wait + 2, [
-        f'{{"name":{nm},"cat":"semaphore","ph":"f","bp":"e","ts":{ts},"pid":{PID},"tid":{t},"id":{i}}}'
-        for i, (nm, ts, t) in enumerate(zip(fname, _us(start_ps[wait]), (engine[wait] + 1).tolist(), strict=True))],
-        False)
+    flow = np.arange(len(sig))
+    ev.add(['{"name":"s', (_INT, 0), '","cat":"semaphore","ph":"s","ts":', (_FIX6, 1), pid, (_INT, 2), ',"id":',
+            (_INT, 3), "}"], [result.edge_sem, src_ps, src_tid, flow], src_ps, src_dur, src_ord, False)
+    ev.add(['{"name":"s', (_INT, 0), '","cat":"semaphore","ph":"f","bp":"e","ts":', (_FIX6, 1), pid, (_INT, 2),
+            ',"id":', (_INT, 3), "}"], [result.edge_sem, start_ps[wait], engine[wait] + 1, flow],
+           start_ps[wait], dur_ns[wait], 3 * wait + 2, False)
 
-    # Counters.
+    # Counters: each series in order of time (the order of addition breaks ties).
     last = base2 + result.pieces
     h_time, h_rate = (result.hbm_time, result.hbm_rate) if len(result.hbm_time) else ([0], [0.0])  # no DMA: 0
     h_ps = ticks_to_ps(h_time, hz)
     gbs = np.asarray(h_rate, float) * (hz / 1e9)
-    add(h_ps, 0, np.full(len(h_ps), last), [
-        f'{{"name":"HBM bandwidth","ph":"C","ts":{ts},"pid":{PID},"args":{{"GB/s":{v:.3f}}}}}'
-        for ts, v in zip(_us(h_ps), gbs.tolist(), strict=True)], False)
+    ev.add(['{"name":"HBM bandwidth","ph":"C","ts":', (_FIX6, 0), f',"pid":{PID},"args":{{"GB/s":', (_STR, 1), "}}"],
+           [h_ps, _floats(gbs, ev)], h_ps, 0, last, False)
     for memory in (Memory.SBUF, Memory.PSUM):
         if not np.any(result.fp_memory == int(memory)):
             continue
         times, level = live_bytes(result, memory)
         c_ps = ticks_to_ps(times, hz)
-        add(c_ps, 0, np.full(len(c_ps), last + 1), [
-            f'{{"name":"{memory.name} live bytes","ph":"C","ts":{ts},"pid":{PID},"args":{{"bytes":{v}}}}}'
-            for ts, v in zip(_us(c_ps), level.tolist(), strict=True)], False)
+        ev.add([f'{{"name":"{memory.name} live bytes","ph":"C","ts":', (_FIX6, 0),
+                f',"pid":{PID},"args":{{"bytes":', (_INT, 1), "}}"], [c_ps, level], c_ps, 0, last + 1, False)
 
-    cols = [np.concatenate(c) for c in zip(*keys, strict=True)]
-    order = np.lexsort((np.arange(len(texts)), *cols[::-1])).tolist()
-    step = 65536
-    for i in range(0, len(order), step):
-        yield ",\n" + ",\n".join([texts[j] for j in order[i:i + step]])
-    yield "\n]}\n"
+    yield from ev.render(ev.order())
+    yield b"\n]}\n"
+
+

@@ -325,3 +325,36 @@ def test_timeline_without_object_and_empty_program(tmp_path):
     write_timeline(empty, tmp_path / "empty.png")
     data = trace.trace_dict(empty)
     assert not [e for e in data["traceEvents"] if e["ph"] == "X"]
+
+
+def test_constants_are_read_per_instruction_and_decoded_once_per_value(monkeypatch):
+    """A body's instructions may differ in constants (tensor_scalar's operand0): their texts are
+    right, and each distinct value is decoded once or twice, not each instruction."""
+    lay = Layout()
+    src, dst = lay.tile("f32", 128, 64), lay.tile("f32", 128, 64)
+    values = [1.0, 2.5, 1.0, -3.0] * 25
+    instrs = [make("tensor_scalar", "vector", dst=dataclasses.replace(dst, offset=dst.offset + 256 * (i % 7)),
+                   data=src, op0="add", operand0=const(v)) for i, v in enumerate(values)]
+    result = time_program({"vector": instrs}, CFG)
+    decoded = []
+    plain = timing.TimingResult.instruction
+    monkeypatch.setattr(timing.TimingResult, "instruction", lambda self, k: decoded.append(k) or plain(self, k))
+    texts = trace.instruction_texts(result)
+    assert len(decoded) <= 2 * 3
+    monkeypatch.undo()
+    assert texts == [str(result.instruction(k)) for k in range(result.count)]
+    assert len(set(result.body.tolist())) == 1  # one body: the values are not part of it
+
+
+def test_large_runs_leave_out_asm_and_cost(monkeypatch):
+    result, obj = timed(GIOU)
+    full = trace.trace_dict(result, obj)
+    monkeypatch.setattr(trace, "FULL_ARGS_MAX", result.count - 1)
+    short = trace.trace_dict(result, obj)
+    assert "more than" in short["otherData"].pop("args") and "args" not in full["otherData"]
+    assert short["otherData"] == full["otherData"]
+    for e in full["traceEvents"]:
+        if e.get("cat") == "instruction":
+            del e["args"]["asm"], e["args"]["cost"]
+    assert short["traceEvents"] == full["traceEvents"]
+    check_perfetto(short["traceEvents"], result)
