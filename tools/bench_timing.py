@@ -1,6 +1,7 @@
 """Benchmark of the timing-only path: simulated instructions per second of host time.
 
     .venv/bin/python tools/bench_timing.py            # about 300 000 instructions
+    .venv/bin/python tools/bench_timing.py --million  # 1 000 544 instructions (--blocks 1690)
     .venv/bin/python tools/bench_timing.py --blocks 64
 
 It builds a tiled bf16 matmul C[M, N] = A^T B with M = 1024, K = 8192 and N = 512 x blocks:
@@ -14,23 +15,33 @@ The object is generated directly (encoded instruction templates with their addre
 lists patched in), not through the text assembler: assembling 300 000 lines with automatic
 synchronisation takes minutes, which says nothing about the timing model.
 
-It prints, side by side, instructions per second of the scheduler alone (the numba event loop) and
-of the whole timing-only path (object -> flat arrays -> schedule -> TimingResult), after one
-warm-up run on a small program so that numba's compile (or cache load) is not counted.
+It prints, side by side, instructions per second of: the scheduler alone (the numba event loop),
+the whole of time_program (object -> flat arrays -> schedule -> TimingResult), the race check
+(find_races), the report (report(...)), writing the Perfetto trace (write_trace, to a temporary
+file), and the end-to-end timing-only path (time_program + races + report, what `ncsim run` does
+without --trace). Each is the best of --repeat runs, after one warm-up run of everything on a small
+program so that numba's compile (or cache load) is not counted. Host times are given as
+wall-clock and as this process's CPU time (the scheduler's own, from time_program's profile, as
+wall-clock only): on a machine shared with other work the wall-clock varies by tens of percent.
 """
 
 from __future__ import annotations
 
 import argparse
 import struct
+import tempfile
 import time
+from pathlib import Path
 
 from ncsim import dtypes, isa
 from ncsim.asm.instruction import Instruction, encode, layout
 from ncsim.asm.objfile import LineEntry, ObjectFile, TensorEntry
 from ncsim.config import DEFAULT
 from ncsim.memory.access import AccessPattern, Memory
+from ncsim.runtime.races import find_races
+from ncsim.runtime.report import report
 from ncsim.runtime.timing import time_program
+from ncsim.runtime.trace import write_trace
 
 BF16, F32 = dtypes.BFLOAT16, dtypes.FLOAT32
 M, K = 1024, 8192
@@ -142,30 +153,72 @@ def tiled_matmul(blocks: int) -> ObjectFile:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=512, help="512-column blocks of N (592 instructions each)")
+    parser.add_argument("--million", action="store_true", help="1690 blocks: 1 000 544 instructions")
     parser.add_argument("--repeat", type=int, default=3, help="runs to take the best of")
+    parser.add_argument("--no-trace", action="store_true", help="leave out writing the trace (its file is large)")
     args = parser.parse_args()
+    blocks = 1690 if args.million else args.blocks
 
-    t0 = time.perf_counter()
-    time_program(tiled_matmul(1), DEFAULT)
-    warm = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    obj = tiled_matmul(args.blocks)
-    built = time.perf_counter() - t0
-    count = sum(len(lines) for lines in obj.lines.values())
-    best: dict[str, float] = {}
-    for _ in range(args.repeat):
-        profile: dict[str, float] = {}
-        result = time_program(obj, DEFAULT, profile=profile)
-        for key, value in profile.items():
-            best[key] = min(best.get(key, value), value)
-    print(f"tiled bf16 matmul M={M} K={K} N={512 * args.blocks}: {count} instructions"
-          f" ({len(result.piece_engine)} DMA pieces), built in {built:.2f} s; warm-up (compile or cache load)"
-          f" {warm:.2f} s")
-    print(f"simulated time {result.total_ns / 1e6:.3f} ms")
-    print(f"{'':<24}{'host s':>10}{'instructions/s':>18}")
-    print(f"{'scheduler alone':<24}{best['simulate']:>10.3f}{count / best['simulate']:>18,.0f}")
-    print(f"{'read + cost':<24}{best['read']:>10.3f}{count / best['read']:>18,.0f}")
-    print(f"{'whole timing-only path':<24}{best['total']:>10.3f}{count / best['total']:>18,.0f}")
+    with tempfile.TemporaryDirectory() as tmp:
+        trace_path = Path(tmp) / "bench.trace.json"
+        t0 = time.perf_counter()
+        small = tiled_matmul(1)
+        warm_result = time_program(small, DEFAULT)
+        find_races(warm_result)
+        report(warm_result)
+        if not args.no_trace:
+            write_trace(warm_result, trace_path, small)
+        warm = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        obj = tiled_matmul(blocks)
+        built = time.perf_counter() - t0
+        count = sum(len(lines) for lines in obj.lines.values())
+        best: dict[str, tuple[float, float]] = {}  # the best (wall, CPU) seconds of each step
+
+        def keep(key: str, t0: tuple[float, float], t1: tuple[float, float]) -> None:
+            wall, cpu = t1[0] - t0[0], t1[1] - t0[1]
+            best[key] = min(best.get(key, (wall, cpu)), (wall, cpu))
+
+        size = 0
+        for _ in range(args.repeat):
+            profile: dict[str, float] = {}
+            t0 = _clocks()
+            result = time_program(obj, DEFAULT, profile=profile)
+            t1 = _clocks()
+            races = find_races(result)
+            t2 = _clocks()
+            report(result)
+            t3 = _clocks()
+            keep("time_program", t0, t1)
+            keep("races", t1, t2)
+            keep("report", t2, t3)
+            keep("end to end", t0, t3)
+            for key in ("simulate", "read"):  # time_program's own profile: wall-clock only
+                best[key] = min(best.get(key, (profile[key], 0.0)), (profile[key], 0.0))
+            if not args.no_trace:
+                t0 = _clocks()
+                size = write_trace(result, trace_path, obj)
+                keep("trace", t0, _clocks())
+                trace_path.unlink()
+    print(f"tiled bf16 matmul M={M} K={K} N={512 * blocks}: {count} instructions ({result.pieces} DMA pieces),"
+          f" built in {built:.2f} s; warm-up (compile or cache load) {warm:.2f} s")
+    print(f"simulated time {result.total_ns / 1e6:.3f} ms; {races.total} races"
+          + (f"; trace {size / 1e6:.0f} MB" if size else ""))
+    print(f"{'':<42}{'wall s':>8}{'instructions/s':>16}{'CPU s':>8}{'instructions/s':>16}")
+    rows = [("scheduler alone (_simulate)", "simulate"), ("read + cost", "read"), ("time_program", "time_program"),
+            ("races (find_races)", "races"), ("report (report)", "report"), ("trace (write_trace)", "trace"),
+            ("end to end: time_program + races + report", "end to end")]
+    for label, key in rows:
+        if key in best:
+            wall, cpu = best[key]
+            cells = f"{wall:>8.3f}{count / wall:>16,.0f}" + (f"{cpu:>8.3f}{count / cpu:>16,.0f}" if cpu else "")
+            print(f"{label:<42}{cells}")
+
+
+def _clocks() -> tuple[float, float]:
+    """(wall-clock, this process's CPU time) in seconds: the CPU time does not count the time other
+    work on the machine took the cores."""
+    return time.perf_counter(), time.process_time()
 
 
 if __name__ == "__main__":
