@@ -48,9 +48,9 @@ and `cost` of every instruction slice (about 3 us each). Beyond FULL_ARGS_MAX th
 slices leave those two out, and otherData's "args" says so. About 900 bytes per instruction with
 them (650 without) and 190 per DMA piece. programs/giou.s (560 instructions, 768 pieces): 0.5 MB
 in 0.01 s; the tiled matmul of tools/bench_timing.py with --blocks 168 (99 520 instructions, all
-args): 95 MB in 1.2 s; --blocks 170 (100 704 instructions, 196 864 pieces): 72 MB in 0.4 s; its
-default (303 168 instructions, 590 848 pieces): 218 MB in 1.1 s (was 290 MB in 7.8 s, with asm and
-cost). Give the timed ObjectFile: without it each source place costs a result.loc(k) call (about 30
+args): 95 MB in 1.2 s; --blocks 170 (100 704 instructions, 196 864 pieces): 72 MB in 0.35 s; its
+default (303 168 instructions, 590 848 pieces): 218 MB in 1.0 s (was 290 MB in 7.8 s, with asm and
+cost); --million: 722 MB in 4.9 s. Give the timed ObjectFile: without it each source place costs a result.loc(k) call (about 30
 us). The text of a body with constant operands (activation's bias, tensor_scalar's scalars) is
 decoded once per distinct value of its constants, read from the encoded words. ui.perfetto.dev
 loads a JSON trace into the browser's memory and struggles beyond a few hundred MB
