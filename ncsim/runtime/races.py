@@ -341,14 +341,12 @@ class _Graph:
         self.acc_key = key
 
         # Footprint rows: addresses on one line, write flags; per column, its rows sorted by address.
-        self.fp_ptr = r.fp_ptr.astype(np.int64)
-        mem = r.fp_memory.astype(np.int64)
+        self.fp_ptr = np.asarray(r.fp_ptr, np.int64)
+        mem, self.row_lo, self.row_hi = _addresses(r.fp_memory, r.fp_lo, r.fp_hi)
         self.row_mem = mem
-        self.row_lo = (mem << _ADDR_SHIFT) | np.clip(r.fp_lo, 0, _BYTE_MAX)
-        self.row_hi = (mem << _ADDR_SHIFT) | np.clip(r.fp_hi, 0, _BYTE_MAX)
         self.row_write = (r.fp_access & ACCESS_WRITE) != 0
-        self.row_part = r.fp_partition.astype(np.int64)
-        self.row_parts = r.fp_partitions.astype(np.int64)
+        self.row_part = np.asarray(r.fp_partition, np.int64)
+        self.row_parts = np.asarray(r.fp_partitions, np.int64)
         # Distinct footprints (address range and write flag) of each column: a tiled program touches
         # few, so which of them could conflict with another stream is quick to find. They are found
         # by hashing and sorted by (column, lo, hi, write); the rows, in order of column and program,
@@ -369,6 +367,21 @@ class _Graph:
 
     def stream_name(self, k: int) -> str:
         return self.stream_names[int(self.stream[k])]
+
+
+@numba.njit(cache=True)
+def _addresses(fp_memory, fp_lo, fp_hi):
+    """(memory, lo, hi) of each footprint row, lo and hi on one address line for the three
+    memories: memory << _ADDR_SHIFT | the byte, clipped to 0.._BYTE_MAX."""
+    m = fp_memory.shape[0]
+    mem = np.empty(m, np.int64)
+    lo = np.empty(m, np.int64)
+    hi = np.empty(m, np.int64)
+    for i in range(m):
+        mem[i] = fp_memory[i]
+        lo[i] = (mem[i] << _ADDR_SHIFT) | min(max(fp_lo[i], 0), _BYTE_MAX)
+        hi[i] = (mem[i] << _ADDR_SHIFT) | min(max(fp_hi[i], 0), _BYTE_MAX)
+    return mem, lo, hi
 
 
 @numba.njit(cache=True)
