@@ -113,21 +113,6 @@ def perfetto_ns(ps: np.ndarray) -> np.ndarray:
     return (r + (x - r >= 0.5)).astype(np.int64)
 
 
-def _us(ps: np.ndarray) -> list[str]:
-    """Picoseconds as microseconds with 6 decimals (exact)."""
-    return [f"{p // 1000000}.{p % 1000000:06d}" for p in ps.tolist()]
-
-
-def _us3(ns: np.ndarray) -> list[str]:
-    """Whole nanoseconds as microseconds with 3 decimals (exact)."""
-    return [f"{n // 1000}.{n % 1000:03d}" for n in ns.tolist()]
-
-
-def _ns(ps: np.ndarray) -> list[str]:
-    """Picoseconds as nanoseconds with 3 decimals (exact)."""
-    return [f"{p // 1000}.{p % 1000:03d}" for p in ps.tolist()]
-
-
 # --------------------------------------------------------------------------- derived tables
 
 
@@ -475,13 +460,6 @@ def _formulas(result: TimingResult) -> tuple[list[str], np.ndarray]:
 
 
 # --------------------------------------------------------------------------- the trace
-
-
-def _q(s: str, cache: dict[str, str]) -> str:
-    out = cache.get(s)
-    if out is None:
-        out = cache[s] = json.dumps(s)
-    return out
 
 
 def trace_text(result: TimingResult, obj: ObjectFile | None = None) -> str:
