@@ -524,11 +524,11 @@ def _distinct(rows, row_col, row_lo, row_hi, row_write):
 
 @numba.njit(cache=True)
 def _by_footprint(rows, rank, n_dist, n_rows, col_ptr, row_col, row_lo):
-    """Rows `rows` sorted by the rank of their distinct footprint, stably (col_rows, and their
-    row_lo); each row's rank (dist, -1 for rows of no access) and its place among its column's
-    sorted rows (slot_of_row). A counting sort that visits the rows in their order and scatters only
-    the sorted arrays: scattering dist and slot_of_row as well, in sorted order, took 0.13 s of
-    cache misses at 2.9 M rows."""
+    """Rows `rows` (every footprint row: each belongs to an access) sorted by the rank of their
+    distinct footprint, stably (col_rows, and their row_lo); each row's rank (dist) and its place
+    among its column's sorted rows (slot_of_row). A counting sort that visits the rows in their order
+    and scatters only the sorted arrays: scattering dist and slot_of_row as well, in sorted order,
+    took 0.13 s of cache misses at 2.9 M rows."""
     start = np.zeros(n_dist + 1, np.int64)
     for x in rank:
         start[x + 1] += 1
@@ -536,8 +536,8 @@ def _by_footprint(rows, rank, n_dist, n_rows, col_ptr, row_col, row_lo):
         start[i + 1] += start[i]
     col_rows = np.empty(rows.shape[0], np.int64)
     col_rows_lo = np.empty(rows.shape[0], np.int64)
-    dist = np.full(n_rows, -1, np.int64)
-    slot_of_row = np.full(n_rows, -1, np.int64)
+    dist = np.empty(n_rows, np.int64)
+    slot_of_row = np.empty(n_rows, np.int64)
     for i in range(rows.shape[0]):
         row = rows[i]
         at = start[rank[i]]
