@@ -39,8 +39,9 @@ enter only when a query needs them. The work is O(streams x footprints x log foo
 pairs found; candidate pairs (spans overlap) are confirmed exactly in Python, once per distinct
 (access pattern, access pattern, offset difference). The graph and the footprint tables are built
 by numba kernels (edges, counting sorts, a hash table of distinct footprints): on
-tools/bench_timing.py's tiled matmul the whole check takes 0.15 s of CPU at 303 168 instructions
-and 0.5 s at 1 000 544 (--million), of which building the graph 0.34 s (2.9 s with numpy's sorts).
+tools/bench_timing.py's tiled matmul the whole check takes 0.1-0.14 s of CPU at 303 168
+instructions and 0.4 s at 1 000 544 (--million), of which building the graph 0.23 s (2.9 s with
+numpy's sorts).
 A search that hits its caps (HITS_PER_ACCESS, MAX_CANDIDATES) says so: `RaceReport.complete` is
 False.
 """

@@ -282,7 +282,7 @@ def _size(n: int) -> str:
 # order already, and the pieces in order of index nearly are, so stable sorts (timsort, which
 # follows runs) cost little. On tools/bench_timing.py --million (1 000 544 instructions, 1 947 904
 # pieces) the report took 1.0 s, 0.5 s of it in a Python set over every piece and 0.3 s in full
-# sorts; it now takes 0.13-0.16 s of CPU (0.03 s at the default 303 168 instructions).
+# sorts; it now takes 0.12-0.16 s of CPU (0.035 s at the default 303 168 instructions).
 
 def report(result: TimingResult) -> Report:
     """The report of a timed run (see the module docstring for every number and the verdict)."""
