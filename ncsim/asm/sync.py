@@ -1,15 +1,17 @@
 """Automatic synchronisation: find the hazards between streams and insert semaphore waits and signals.
 
 Streams. Each compute engine runs its instructions in order; each DMA queue runs in order the
-transfers that one engine puts on it (a queue fed by two engines is two streams). A dma_copy is triggered by an engine (its waits are waited there) and then moves data on its
-queue. Two instructions on the same stream need nothing (the stream keeps its order); two on
-different streams that touch overlapping bytes, at least one writing (read-after-write,
-write-after-read, write-after-write), need the later one to wait for the earlier one's completion.
+transfers that one engine puts on it (a queue fed by two engines is two streams). A dma_copy is
+triggered by an engine (its waits are waited there) and then moves data on its queue. Two
+instructions on the same stream need nothing (the stream keeps its order); two on different streams
+that touch overlapping bytes, at least one writing (read-after-write, write-after-read,
+write-after-write), need the later one to wait for the earlier one's completion.
 
 Minimal edges. Each instruction carries a vector clock: for every stream, the last instruction of
 that stream it is already known to follow (through its own stream's order and the waits before it).
 A hazard with an instruction the clock already covers needs no edge, and only the latest hazard on
-each other stream gets one, so no edge is implied by the others and independent work is never
+each other stream gets one (the latest producers are waited for first, and a producer that one of
+them already covers is dropped), so no edge is implied by the others and independent work is never
 serialised.
 
 Semaphores. Each stream that some instruction waits for gets one semaphore that counts its
@@ -20,6 +22,23 @@ sem_wait instructions placed just before it on its engine.
 
 Exactness. Byte footprints are compared exactly: an access pattern is a set of equal-length runs
 of bytes (its innermost contiguous dimensions folded into the run), per partition range on chip.
+`byte_runs`, `overlap` and `hazard` state this on AccessPattern objects (for `ncsim.runtime.races`
+and tests); the pass itself runs on flat arrays.
+
+Speed. The pass (`synchronise_arrays`) runs in numba over flat arrays, which a front end can build
+without Instruction objects. The latest hazard on another stream past what an instruction knows is
+found without walking back through that stream: each (stream, memory, read or write) has a static
+tree over its accesses in program order whose nodes bound the accesses below them (up to SPANS byte
+ranges and a partition mask); the search starts at the stream's last access and moves left a subtree
+at a time, entering only subtrees whose bounds meet the access, and confirms a candidate exactly.
+The exact test materialises nothing: it walks the runs of the pattern with fewer runs, entering only
+sub-patterns whose span meets a run of the other, found by arithmetic on its steps. The walk this
+replaced took O(n^2) when two streams never wait for each other (1k instructions 0.48 s, 4k 11.7 s,
+8k 139 s). Measured by tools/bench_sync.py on 2**20 instructions: 0.75 s for two engines that never
+wait for each other (4096 took the walk 4.8 s), as much with their tiles interleaved in one pool, and
+1.45 s for a load -> matmul -> copy -> store pipeline with 1.5 million waits; the time per
+instruction stays flat from 1k to 1M (it is O(n log n) at worst while the node bounds separate the
+streams' footprints, and O(n) per search when they cannot).
 """
 
 from __future__ import annotations
@@ -226,7 +245,6 @@ def describe_edges(result: SyncResult, instrs: list[Instruction], where: list[st
     return "\n".join(lines)
 
 
-
 # --------------------------------------------------------------------------- the array core
 
 KINDS = ("RAW", "WAR", "WAW")  # EdgeArrays.kind indexes this
@@ -248,43 +266,51 @@ def synchronise_arrays(stream: np.ndarray, engine: np.ndarray, acc_ptr: np.ndarr
                        acc_partition: np.ndarray, acc_partitions: np.ndarray, acc_offset: np.ndarray,
                        acc_itemsize: np.ndarray, acc_ndims: np.ndarray, acc_dims: np.ndarray,
                        acc_write: np.ndarray) -> EdgeArrays:
-    """The minimal edges of a program given as flat arrays (what `synchronise` computes for
-    Instruction objects, without them).
+    """The minimal edges of a program given as flat arrays: what `synchronise` finds for Instruction
+    objects (it calls this), for a front end that has no Instruction objects.
 
     Instructions are numbered 0..n-1 in program order. Streams and engines share one id space
-    0..ids-1 (ids = 1 + the largest id used; ids need not be dense):
-      stream[i]   int64 [n]: the stream that carries out instruction i's work (`stream_of`). For an
-                  instruction run by its engine, its engine's id; for a dma_copy, the id of its
-                  (queue, issuing engine) pair, an id that is no engine's.
-      engine[i]   int64 [n]: the engine that issues instruction i (and waits its waits).
+    0..ids-1 (ids = 1 + the largest id given; unused ids cost only a little time):
+      stream       int [n]: the stream that carries out instruction i's work (`stream_of`): for an
+                   instruction its engine runs, that engine's id; for a dma_copy, the id of its (queue,
+                   issuing engine) pair, an id no engine has.
+      engine       int [n]: the engine that issues instruction i (and waits its waits).
     Accesses, one row each, grouped by instruction (CSR):
-      acc_ptr     int64 [n+1]: instruction i's rows are acc_ptr[i]..acc_ptr[i+1]-1; acc_ptr[0] = 0.
-                  Within an instruction, rows in the order `accesses` gives them (operands in table
-                  order, an operand's write before its read): when two instructions conflict in several
-                  ways the edge names the first RAW, else WAR, else WAW pair, earliest producer row
-                  first, then earliest consumer row.
-      acc_memory  int64 [rows]: Memory code, SBUF (1), PSUM (2) or HBM (3).
-      acc_partition, acc_partitions  int64 [rows]: first partition and number of partitions on chip
-                  (1 <= partitions, partition + partitions <= 128); 0 and 0 in HBM.
-      acc_offset  int64 [rows]: byte offset (in each partition on chip; the address in HBM), >= 0.
-      acc_itemsize int64 [rows]: bytes per element (>= 1).
-      acc_ndims   int64 [rows]: dimensions used, 1..5.
-      acc_dims    int64 [rows, 5, 2]: (step, count) in elements, outermost first; rows past acc_ndims
-                  are ignored. count >= 1; the pattern must not reach below byte 0, and every byte
-                  address it reaches must fit in int64.
-      acc_write   bool [rows]: the row writes (else it reads).
-    These are the rules `AccessPattern`s pass (`fields.AccessPatternKind.check`); they are not checked
-    again here. Returns the edges as arrays (EdgeArrays); a row index names the operand (the caller
-    knows which operand each row came from) and the memory (acc_memory of the row).
+      acc_ptr      int [n+1]: instruction i's rows are acc_ptr[i] .. acc_ptr[i+1]-1; acc_ptr[0] = 0,
+                   acc_ptr[n] = rows. An instruction may have no rows.
+                   Within an instruction, rows come in the order `accesses` gives them (operands in
+                   table order; for an operand both written and read, the write first): when two
+                   instructions conflict in several ways, the edge names the first RAW pair, else WAR,
+                   else WAW, taking the producer's rows in order, then the consumer's.
+      acc_memory   int [rows]: Memory code: SBUF (1), PSUM (2) or HBM (3).
+      acc_partition, acc_partitions  int [rows]: on chip, the first partition and the number of
+                   partitions (1 <= partitions, partition + partitions <= 128); in HBM, 0 and 0.
+      acc_offset   int [rows]: byte offset (within each partition on chip; the address in HBM), >= 0.
+      acc_itemsize int [rows]: bytes per element, >= 1.
+      acc_ndims    int [rows]: dimensions used, 1..5.
+      acc_dims     int [rows, 5, 2]: (step, count) in elements, outermost first; entries past
+                   acc_ndims are ignored. Every count >= 1 (steps may be negative or 0); the pattern
+                   reaches no byte below 0, and every byte address it reaches fits in int64.
+      acc_write    bool [rows]: the row writes (else it reads).
+    These are the rules every `AccessPattern` of an instruction passes (`fields.APKind.check`); they
+    are not checked again. Integer arrays are taken as int64 (converted if they are not).
 
-    Memory: about 100 bytes per row and 4 x ids bytes per instruction besides the inputs."""
+    Returns the edges (EdgeArrays): a row index stands for the operand (the caller knows which
+    operand each row came from) and the memory (acc_memory of the row). Besides the inputs it takes
+    about 200 bytes per row and 4 x ids per instruction (measured: 515 MB for the 2.4 million rows
+    of tools/bench_sync.py's pipeline of 2**20 instructions)."""
+    (stream, engine, acc_ptr, acc_memory, acc_partition, acc_partitions, acc_offset, acc_itemsize, acc_ndims,
+     acc_dims) = (np.ascontiguousarray(x, dtype=np.int64) for x in (
+        stream, engine, acc_ptr, acc_memory, acc_partition, acc_partitions, acc_offset, acc_itemsize, acc_ndims,
+        acc_dims))
+    acc_write = np.ascontiguousarray(acc_write, dtype=np.bool_)
     n = len(stream)
-    ids = int(max(stream.max(initial=-1), engine.max(initial=-1))) + 1
     rows = len(acc_memory)
     if len(engine) != n or len(acc_ptr) != n + 1 or acc_ptr[0] != 0 or acc_ptr[-1] != rows:
         raise ValueError("stream, engine and acc_ptr do not describe the same instructions and rows")
     if acc_dims.shape != (rows, MAX_DIMS, 2):
         raise ValueError(f"acc_dims has shape {acc_dims.shape}, not ({rows}, {MAX_DIMS}, 2)")
+    ids = int(max(stream.max(initial=-1), engine.max(initial=-1))) + 1
     geo = _geometry(acc_memory, acc_partition, acc_partitions, acc_offset, acc_itemsize, acc_ndims, acc_dims)
     return EdgeArrays(*_sweep(stream, engine, ids, acc_ptr, acc_write, geo, acc_dims,
                               *_index(stream, acc_ptr, acc_write, geo, ids)))
@@ -295,10 +321,13 @@ G_MEM, G_PLO, G_PHI, G_LO, G_HI, G_OFF, G_SIZE, G_RUN, G_FOLD, G_RUNS, G_M0, G_M
 # Partition masks are int64 bit patterns rather than uint64: numba turns uint64 mixed with an int64
 # into float64, and only `&` and `!= 0` are done on them.
 CLASSES = 8  # per stream, one search tree per (memory code 0..3, write)
-# Leaves per tree block: a block's rows are tested one by one, blocks and above go through the tree.
+# Rows per tree leaf (a leaf's rows are tested one by one) and byte ranges per node bound. BLOCK 4..32
+# and SPANS 4 or 8 time alike on tools/bench_sync.py (within its +-20% noise); SPANS must be at least
+# the number of separate footprints a stream alternates between for its bounds to leave out another
+# stream's footprints lying between them (its `interleaved` program: 4 tiles each).
 BLOCK = 16
-SPANS = 8  # byte ranges that bound a tree node
-STACK = 128  # pending tree nodes of one search: two per level at most, and a tree has < 64 levels
+SPANS = 8
+STACK = 128  # pending subtrees of one search: one per level at most, and a tree has < 64 levels
 _SBUF, _PSUM = int(Memory.SBUF), int(Memory.PSUM)
 
 
@@ -459,7 +488,7 @@ def _runs_meet(geo, dims, a, b, scratch):
                                         blo, bhi)
 
 
-@numba.njit(inline="always")
+@numba.njit(cache=True)
 def _overlap(geo, dims, a, b, scratch):
     """`overlap` of rows a and b: same memory, a common partition on chip, and a common byte."""
     if geo[a, G_MEM] != geo[b, G_MEM]:
@@ -589,7 +618,7 @@ def _index(stream, acc_ptr, write, geo, ids):
     return pos, row_instr, key, key_start, seq_row, seq_pos, tree_start, tree_leaves, tree_span, tree_info
 
 
-@numba.njit(inline="always")
+@numba.njit(cache=True)
 def _meets_node(tree_span, tree_info, v, geo, q):
     """May row q meet a row below node v: a common partition and a byte range that meets q's span?"""
     if ((tree_info[v, 1] & geo[q, G_M0]) | (tree_info[v, 2] & geo[q, G_M1])) == 0:
@@ -604,19 +633,18 @@ def _meets_node(tree_span, tree_info, v, geo, q):
     return False
 
 
-@numba.njit(inline="always")
+@numba.njit(cache=True)
 def _latest(geo, dims, q, k, bound, filled, key_start, seq_row, seq_pos, tree_start, tree_leaves, tree_span,
             tree_info, stack, scratch):
     """The last of the first `filled` rows of key k's sequence whose instruction's position is past
-    `bound` and which overlaps row q exactly: its index in seq_row, or -1.
+    `bound` and which overlaps row q exactly: its index in seq_row, or -1. The caller has checked that
+    the last of those rows is past `bound`.
 
     Hazards are mostly recent, so the search starts at the last block and moves left a subtree at a
     time (climbing to the nearest ancestor that is a right child and going to its left sibling),
     entering a subtree only if its node may meet q, right child first; a block's rows are tested last
     to first. Finding a hazard d blocks back takes O(log d) nodes when the bounds are tight."""
     first = key_start[k]
-    if filled == 0 or seq_pos[first + filled - 1] <= bound:
-        return -1
     t0 = tree_start[k]
     if not _meets_node(tree_span, tree_info, t0 + 1, geo, q):
         return -1
@@ -671,7 +699,7 @@ def _latest(geo, dims, q, k, bound, filled, key_start, seq_row, seq_pos, tree_st
 @numba.njit(cache=True)
 def _first_hazard(geo, dims, write, acc_ptr, j, i, scratch):
     """`hazard` of instructions j (earlier) and i: (kind, j's row, i's row), the first RAW, else WAR,
-    else WAW pair in row order; kind -1 if none."""
+    else WAW pair in row order (kind -1 if none, which cannot be for a producer `_latest` found)."""
     for kind in range(3):
         ew = kind != 1
         lw = kind != 0
@@ -699,7 +727,7 @@ def _sweep(stream, engine, ids, acc_ptr, write, geo, dims, pos, row_instr, key, 
     gained = np.zeros(ids, np.int64)
     filled = np.zeros(ids * CLASSES, np.int64)  # rows of each key's sequence that precede instruction i
     found = np.empty(ids, np.int64)
-    stack = np.empty((STACK, 3), np.int64)
+    stack = np.empty((STACK, 2), np.int64)  # (node, blocks it covers) of the subtrees pending
     scratch = np.empty((2, 5, MAX_DIMS + 1), np.int64)
     cap = 1024
     out = np.empty((cap, 5), np.int64)
@@ -720,6 +748,8 @@ def _sweep(stream, engine, ids, acc_ptr, write, geo, dims, pos, row_instr, key, 
                 # a read meets the other stream's writes, a write its reads and writes
                 for w in range(0 if write[r] else 1, 2):
                     k = s * CLASSES + geo[r, G_MEM] * 2 + w
+                    # most keys have nothing past `bound`: a call costs as much as this test
+                    # (calling first measured 2x slower on the pipeline of tools/bench_sync.py)
                     if filled[k] == 0 or seq_pos[key_start[k] + filled[k] - 1] <= bound:
                         continue
                     t = _latest(geo, dims, r, k, bound, filled[k], key_start, seq_row, seq_pos, tree_start,
