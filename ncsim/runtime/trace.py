@@ -465,7 +465,7 @@ def _formulas(result: TimingResult) -> tuple[list[str], np.ndarray]:
 def trace_text(result: TimingResult, obj: ObjectFile | None = None) -> str:
     """The trace as JSON text (what write_trace writes). `obj`: the timed ObjectFile, for the kernel's
     name and a fast source-line lookup; without it the places come from result.loc (slower)."""
-    return b"".join(_chunks(result, obj)).decode("ascii")
+    return b"".join(bytes(chunk) for chunk in _chunks(result, obj)).decode("ascii")
 
 
 def trace_dict(result: TimingResult, obj: ObjectFile | None = None) -> dict:
@@ -557,10 +557,14 @@ class _Events:
         # Row-major, an event's fields side by side: the events are read in order of time, across
         # kinds; column by column, each event's fields were a cache miss apiece (0.2 s more at 303 168
         # instructions).
-        data = np.concatenate([np.stack(cols, 1).reshape(-1) for cols in self.columns] or [np.zeros(0, np.int64)])
         sizes = [len(k[0]) for k in self.keys]
         width = np.array([len(cols) for cols in self.columns], np.int64)
         base = np.concatenate(([0], np.cumsum(width * sizes))).astype(np.int64)
+        data = np.empty(int(base[-1]), np.int64)
+        for g, cols in enumerate(self.columns):
+            block = data[base[g]:base[g + 1]].reshape(sizes[g], len(cols))
+            for c, col in enumerate(cols):
+                block[:, c] = col
         group_first = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
         lengths = np.diff(snip_ptr)
         bound = np.array([2 + sum(int(lengths[arg]) if code == _LIT else
@@ -571,7 +575,7 @@ class _Events:
         i = 0
         while i < len(events):
             nxt, used = _render(buf, events, i, group_first, ops_ptr, ops, data, base, width, bound, snip, snip_ptr)
-            yield buf[:used].tobytes()
+            yield buf[:used]  # a view of the buffer, overwritten by the next chunk: consumed at once
             i = nxt
 
 
@@ -653,7 +657,8 @@ def _floats(values: np.ndarray, events: _Events) -> np.ndarray:
 
 
 def _chunks(result: TimingResult, obj: ObjectFile | None):
-    """The JSON text in pieces of bytes: header, events (one per line) in order of time, footer."""
+    """The JSON text in pieces of bytes (or of a buffer that the next piece overwrites: take each
+    before asking for the next): header, events (one per line) in order of time, footer."""
     cfg = result.config
     hz = cfg.tick_hz
     n = result.count
