@@ -548,7 +548,8 @@ class _Events:
         return np.lexsort((seq, cls, ns))
 
     def render(self, events: np.ndarray):
-        """The events' lines in the order given, each after ",\\n", in chunks of bytes."""
+        """The events' lines in the order given, each after ",\\n", in chunks: views of one buffer, each
+        overwritten by the next."""
         table = b"".join(self.snippets)
         snip = np.frombuffer(table, np.uint8) if table else np.zeros(1, np.uint8)
         snip_ptr = np.concatenate(([0], np.cumsum([len(s) for s in self.snippets], dtype=np.int64)))
