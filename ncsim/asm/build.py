@@ -6,7 +6,7 @@ is a chunk of one lane. This module never makes a Python object per instruction:
 
 1. `Gathered`: per instruction, in program order, which chunk and lane it is, its engine and its
    stream, and its accesses (memory, partitions, byte offset, dimensions) as one CSR table;
-2. automatic synchronisation (`ncsim.asm.sync.find_edges` over that table) gives the waits, and the
+2. automatic synchronisation (`ncsim.asm.sync.synchronise_arrays` over that table) gives the waits, and the
    semaphores are assigned to the streams waited for, as `ncsim.asm.sync` documents;
 3. `encode`: every chunk encoded for all its lanes at once (`encode_lanes`), the waits and signals
    spliced in, the headers patched, laid out per engine stream as one array of 64-bit words.
