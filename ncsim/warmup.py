@@ -236,13 +236,14 @@ class WarmupResult:
 
 
 def warm_up(message: str | None = None, stream: TextIO | None = None) -> WarmupResult:
-    """Compile (or load) every kernel: assemble, run, time and report PROGRAM. `message`, if
+    """Compile (or load) every kernel: assemble, run, time, report and trace PROGRAM. `message`, if
     given, goes to `stream` (stderr) before the first compilation."""
     import ncsim.runtime.timing  # noqa: F401 - numba, before prepare()
     from ncsim.asm.assembler import assemble
     from ncsim.config import Config
     from ncsim.progress import Progress
     from ncsim.runtime.run import run
+    from ncsim.runtime.trace import trace_text
 
     start = time.perf_counter()
     with prepare(message is not None, stream, message or "") as notice, Progress(None, "warming up"):
@@ -250,6 +251,7 @@ def warm_up(message: str | None = None, stream: TextIO | None = None) -> WarmupR
         obj = assemble(PROGRAM, "<warmup>", config)
         result = run(obj, config=config, sidecar=False)
         result.report.format()
+        trace_text(result.timing, obj)  # the trace's kernels too (`--trace`)
     seconds = time.perf_counter() - start
     return WarmupResult(kernels(), list(notice.compiled) if notice is not None else [], seconds)
 
