@@ -48,6 +48,7 @@ from ncsim.asm.lexer import Cursor, Line, Token, string_value
 from ncsim.asm.objfile import LineEntry, ObjectFile, TensorEntry
 from ncsim.asm.rules import check_instruction, check_tensor
 from ncsim.asm.slices import tensor_view
+from ncsim.asm.sync import used_semaphores
 from ncsim.config import DEFAULT, Config
 from ncsim.errors import AsmError
 from ncsim.memory.access import AccessPattern
@@ -146,7 +147,7 @@ class Program:
         """Insert the semaphores between streams (in auto mode) and encode everything."""
         gathered = build.Gathered(self.chunks, self.count)
         if self.sync == "auto":
-            synced = build.synchronise(gathered, config.semaphores, build.used_semaphores(self.chunks) | reserved)
+            synced = build.synchronise(gathered, config.semaphores, used_semaphores([c.instr for c in self.chunks]) | reserved)
             self._sync_report = lambda: build.describe(gathered, synced, self.files)
         else:
             synced = build.Synced.none(self.count)

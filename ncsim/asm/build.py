@@ -160,19 +160,6 @@ class Synced:
         return Synced(e, e, e, e, e, e, {}, np.zeros(n, np.int64))
 
 
-def used_semaphores(chunks: list[Chunk]) -> set[int]:
-    """Semaphores the program's own instructions name (automatic synchronisation avoids them)."""
-    used = set()
-    for c in chunks:
-        instr = c.instr
-        for op in instr.waits + instr.signals:
-            used.add(op.sem)
-        for v in instr.operands.values():
-            if isinstance(v, SemOp):
-                used.add(v.sem)
-    return used
-
-
 class _Lazy:
     """A sequence whose items are made when read (for the few a report names)."""
 
@@ -193,7 +180,7 @@ def describe(gathered: Gathered, synced: Synced, files: list[str]) -> str:
     for j in range(len(synced.producer)):
         p, c = int(synced.producer[j]), int(synced.consumer[j])
         wait = SemOp(synced.sem_of[int(stream[p])], ">=", int(synced.rank[p]))
-        edges.append(sync.Edge(p, c, KINDS[int(synced.kind[j])], str(operand[synced.producer_operand[j]]),
+        edges.append(sync.Edge(p, c, sync.KINDS[int(synced.kind[j])], str(operand[synced.producer_operand[j]]),
                                str(operand[synced.consumer_operand[j]]), memory[int(synced.memory[j])], wait))
     semaphores = {names[s]: sem for s, sem in sorted(synced.sem_of.items(), key=lambda x: x[1])}
     result = sync.SyncResult([], [], edges, semaphores)
@@ -204,8 +191,6 @@ def describe(gathered: Gathered, synced: Synced, files: list[str]) -> str:
 
     return sync.describe_edges(result, _Lazy(gathered.instruction), _Lazy(where))
 
-
-KINDS = sync.KINDS
 
 
 def synchronise(gathered: Gathered, num_semaphores: int, reserved: set[int]) -> Synced:
@@ -274,12 +259,12 @@ def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
     limit = isa.WAITS.max_len
     special = (own_w + aw > limit) | (own_s + signs > isa.SIGNALS.max_len)
     size = fixed + own_w + aw + own_s + signs  # words
-    blobs: dict[int, tuple[list[bytes], int]] = {}  # g -> (encoded instructions, sem_waits before it)
+    blobs: dict[int, list[bytes]] = {}  # g -> its encoding, after the sem_waits made for its extra waits
     for g in np.flatnonzero(special).tolist():
         blobs[g] = _one_by_one(gathered, synced, stream, g)
-        size[g] = sum(len(b) for b in blobs[g][0]) // 8
+        size[g] = sum(len(b) for b in blobs[g]) // 8
     made = np.ones(n, np.int64)  # instructions each program-order instruction becomes
-    for g, (parts, _) in blobs.items():
+    for g, parts in blobs.items():
         made[g] = len(parts)
 
     # Layout: streams in ENGINES order, program order within each.
@@ -333,7 +318,7 @@ def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
     if len(sig):
         sig_word = sem_by_stream[stream[sig]] | (np.uint64(1) << np.uint64(32))
         words[word_start[sig] + fixed[sig] + own_w[sig] + aw[sig] + own_s[sig]] = sig_word
-    for g, (parts, _) in blobs.items():
+    for g, parts in blobs.items():
         raw = np.frombuffer(b"".join(parts), "<u8")
         words[word_start[g]:word_start[g] + len(raw)] = raw
 
@@ -341,7 +326,7 @@ def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
     gk = np.repeat(korder, made[korder])
     k_count = len(gk)
     pos = np.repeat(word_start[korder], made[korder])
-    for g, (parts, _) in blobs.items():
+    for g, parts in blobs.items():
         pos[np.flatnonzero(gk == g)] = word_start[g] + np.cumsum([0] + [len(p) // 8 for p in parts[:-1]])
     where = np.array([c.where for c in chunks], np.int64).reshape(-1, 3)
     src = where[gathered.chunk[gk]] if k_count else np.zeros((0, 3), np.int64)
@@ -351,7 +336,7 @@ def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
     return Encoded(words, word_first, pos, first, src[:, 0].copy(), src[:, 1].copy(), src[:, 2].copy(), gk)
 
 
-def _one_by_one(gathered: Gathered, synced: Synced, stream: np.ndarray, g: int) -> tuple[list[bytes], int]:
+def _one_by_one(gathered: Gathered, synced: Synced, stream: np.ndarray, g: int) -> list[bytes]:
     """Instruction g encoded the slow way: its waits beyond the encoding's limit on sem_waits before it."""
     instr = gathered.instruction(g)
     mine = np.flatnonzero(synced.consumer == g)
@@ -368,6 +353,6 @@ def _one_by_one(gathered: Gathered, synced: Synced, stream: np.ndarray, g: int) 
                        f" {isa.SIGNALS.max_len}").at(instr.loc)
     parts = [encode(Instruction(_SEM_WAIT, instr.engine, {"cond": w}, loc=instr.loc)) for w in extra]
     parts.append(encode(replace(instr, waits=tuple(waits), signals=tuple(signals))))
-    return parts, len(extra)
+    return parts
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -99,7 +99,6 @@ class Parsed:
     line: Line
     instr: Instruction
     positions: np.ndarray
-    extra: dict = field(default_factory=dict)
 
 
 def _bind(asm: Assembler, frame: dict[str, np.ndarray], rows: np.ndarray) -> None:
