@@ -1,8 +1,9 @@
 """The hardware parameters of one NeuronCore-v2, each with its source; overridable.
 
-Every figure comes from `spec/neuroncore-v2.md`, whose source keys (ARCH, ISA, PERF, DMA, ALLOC,
-SHARED, DRV, SIM) each field's `source` repeats with a short place. Nothing else in ncsim hard-codes
-a hardware constant: it reads `Config`.
+Every figure is stated, with its public source, in `docs/hardware.md`: each field's `source` is a key
+of docs/hardware.md#sources (ARCH, ISA, PERF, DMA, ALLOC, SHARED, DRV, SIM) and a short place, and
+docs/hardware.md#parameters gives each field's section. Nothing else in ncsim hard-codes a hardware
+constant: it reads `Config`.
 
 Units: sizes in bytes, clocks in Hz, bandwidths in bytes per second, latencies in ns, costs in cycles
 of the engine that runs the instruction (unless a field says otherwise). A figure appears once;
@@ -67,101 +68,101 @@ def derived(unit: str, formula: str) -> Callable[[Callable[[Config], Any]], prop
 class Config:
     """The NeuronCore-v2 that ncsim simulates. Frozen: change it with `with_overrides`."""
 
-    # --- Clocks (spec §1) ---
+    # --- Clocks (docs/hardware.md#clocks) ---
     tick_hz: int = param(
-        5_600_000_000, "Hz", "ARCH: §1 integer time, every engine clock divides 5.6 GHz",
+        5_600_000_000, "Hz", "ARCH: every engine clock divides 5.6 GHz (ncsim's integer time)",
         "Simulated time counts ticks of this clock; every engine clock must divide it exactly.")
-    tensor_clock_hz: int = param(2_800_000_000, "Hz", "ARCH: §1 Tensor (PE) 2.8 GHz", "Tensor engine clock.")
-    vector_clock_hz: int = param(1_120_000_000, "Hz", "ARCH: §1 Vector (DVE) 1.12 GHz", "Vector engine clock.")
-    scalar_clock_hz: int = param(1_400_000_000, "Hz", "ARCH: §1 Scalar (ACT) 1.4 GHz", "Scalar engine clock.")
-    gpsimd_clock_hz: int = param(1_400_000_000, "Hz", "ARCH: §1 GpSimd (POOL) 1.4 GHz", "GpSimd engine clock.")
+    tensor_clock_hz: int = param(2_800_000_000, "Hz", "ARCH: Tensor (PE) 2.8 GHz", "Tensor engine clock.")
+    vector_clock_hz: int = param(1_120_000_000, "Hz", "ARCH: Vector (DVE) 1.12 GHz", "Vector engine clock.")
+    scalar_clock_hz: int = param(1_400_000_000, "Hz", "ARCH: Scalar (ACT) 1.4 GHz", "Scalar engine clock.")
+    gpsimd_clock_hz: int = param(1_400_000_000, "Hz", "ARCH: GpSimd (POOL) 1.4 GHz", "GpSimd engine clock.")
 
-    # --- Tensor engine (spec §1) ---
+    # --- Tensor engine (docs/hardware.md#engines) ---
     pe_rows: int = param(
-        128, "count", "ARCH: §1 Tensor, 128x128 systolic array",
+        128, "count", "ARCH: Tensor, 128x128 systolic array",
         "Rows of the PE array: a matmul's contraction size K (its operands' partitions) is at most this.")
     pe_cols: int = param(
-        128, "count", "ARCH: §1 Tensor, 128x128 systolic array",
+        128, "count", "ARCH: Tensor, 128x128 systolic array",
         "Columns of the PE array: the stationary operand's free size M is at most this.")
 
-    # --- SBUF and PSUM (spec §2) ---
+    # --- SBUF and PSUM (docs/hardware.md#sbuf, #psum) ---
     pmax: int = param(
-        128, "count", "ARCH: §2 SBUF 24 MiB = 128 x 192 KiB",
+        128, "count", "ARCH: SBUF 24 MiB = 128 x 192 KiB",
         "Partitions of SBUF and PSUM; the partition dimension of every operand is at most this (NKI pmax).")
     sbuf_partition_bytes: int = param(
-        192 * KiB, "B", "ARCH: §2 SBUF 24 MiB = 128 x 192 KiB", "Bytes of one SBUF partition.")
+        192 * KiB, "B", "ARCH: SBUF 24 MiB = 128 x 192 KiB", "Bytes of one SBUF partition.")
     sbuf_reserved_bytes: int = param(
-        16 * KiB, "B", "ALLOC: §2 16 KiB of each SBUF partition reserved for the compiler",
+        16 * KiB, "B", "ALLOC: 16 KiB of each SBUF partition reserved for the compiler",
         "Bytes at the top of each SBUF partition that kernels may not allocate.", zero_ok=True)
     psum_partition_bytes: int = param(
-        16 * KiB, "B", "ARCH: §2 PSUM 2 MiB = 128 x 16 KiB", "Bytes of one PSUM partition.")
+        16 * KiB, "B", "ARCH: PSUM 2 MiB = 128 x 16 KiB", "Bytes of one PSUM partition.")
     psum_num_banks: int = param(
-        8, "count", "ARCH: §2 PSUM 8 banks of 2 KiB per partition",
+        8, "count", "ARCH: PSUM 8 banks of 2 KiB per partition",
         "PSUM banks per partition; a matmul output tile must lie inside one bank (NKI psum_num_banks).")
 
-    # --- HBM (spec §2) ---
-    hbm_bytes: int = param(16 * GiB, "B", "ARCH: §2 HBM 32 GiB per chip, 2 cores", "Device memory of one core.")
+    # --- HBM (docs/hardware.md#hbm) ---
+    hbm_bytes: int = param(16 * GiB, "B", "ARCH: HBM 32 GiB per chip, 2 cores (ncsim: half each)", "Device memory of one core.")
     hbm_bandwidth: float = param(
-        410e9, "B/s", "ARCH: §2 HBM 820 GB/s per chip, 2 cores",
+        410e9, "B/s", "ARCH: HBM 820 GB/s per chip, 2 cores (ncsim: half each)",
         "HBM bandwidth of one core: the cap on all its DMA engines together.")
 
-    # --- GpSimd (spec §1) ---
+    # --- GpSimd (docs/hardware.md#gpsimd) ---
     gpsimd_cores: int = param(
-        8, "count", "ARCH: §1 GpSimd, 8 cores, core i on partitions [16i, 16i+16)",
+        8, "count", "ARCH: GpSimd, 8 cores, core i on partitions [16i, 16i+16)",
         "GpSimd cores; each is wired to pmax / gpsimd_cores consecutive SBUF partitions.")
     gpsimd_tcm_bytes: int = param(
-        64 * KiB, "B", "ARCH: §1 GpSimd, 64 KiB local TCM per core", "Private memory of one GpSimd core.")
+        64 * KiB, "B", "ARCH: GpSimd, 64 KiB local TCM per core", "Private memory of one GpSimd core.")
     gpsimd_tcm_access_cycles: int = param(
-        3, "cycles", "ARCH: §1 GpSimd, TCM 3-cycle access", "Latency of a TCM load or store.")
+        3, "cycles", "ARCH: GpSimd, TCM 3-cycle access", "Latency of a TCM load or store.")
     gpsimd_simd_bits: int = param(
-        512, "bits", "ARCH: §1 GpSimd, 512-bit SIMD (16 x fp32)", "Vector register width of one GpSimd core.")
+        512, "bits", "ARCH: GpSimd, 512-bit SIMD (16 x fp32)", "Vector register width of one GpSimd core.")
 
-    # --- DMA (spec §3) ---
-    dma_engines: int = param(16, "count", "DMA: §3 16 DMA engines per core", "DMA engines of one core.")
+    # --- DMA (docs/hardware.md#dma) ---
+    dma_engines: int = param(16, "count", "DMA: 16 DMA engines per core", "DMA engines of one core.")
     dma_queues_per_engine: int = param(
-        16, "count", "DMA: §3 each DMA engine has 16 queues",
+        16, "count", "DMA: each DMA engine has 16 queues",
         "Queues of one DMA engine; it serves them round-robin, one transfer at a time.")
     dma_engine_bandwidth: float = param(
-        17e9, "B/s", "DMA: §3 17 B/ns per engine in practice on Trn1 (default)",
-        "Bandwidth of one DMA engine: 17 B/ns as measured in practice, the spec's default (272 GB/s for 16). "
+        17e9, "B/s", "DMA: bandwidth guide, 17 B/ns per engine on Trn1",
+        "Bandwidth of one DMA engine: 17 B/ns, what the DMA bandwidth guide gives one Trn1 engine (272 GB/s for 16). "
         "The quoted peak is 27 GiB/s (about 29.0e9 B/s); the current DMA overview says 27.2 GB/s.")
     dma_latency_ns: int = param(
-        1300, "ns", "DMA: §3 about 1300 ns from the releasing semaphore to data moving",
+        1300, "ns", "DMA: about 1300 ns from the releasing semaphore to data moving",
         "Fixed cost of a DMA transfer before its first byte moves (cross-engine latency).", zero_ok=True)
     dma_efficiency_table: tuple[tuple[int, float], ...] = param(
         ((32, 0.015), (64, 0.03), (128, 0.05), (256, 0.10), (512, 0.21),
          (1 * KiB, 0.42), (2 * KiB, 0.81), (4 * KiB, 0.97), (8 * KiB, 1.0)),
-        "B -> fraction", "DMA: §3 DMA overview figure, throughput by bytes per partition",
+        "B -> fraction", "DMA: DMA overview figure, throughput by bytes per partition (ncsim's reading)",
         "DMA throughput as a fraction of the plateau by contiguous bytes per partition; "
         "linear in log2(bytes) between points, clamped at both ends. The figure reads 98-100% "
         "from 8 KiB up; ncsim takes 100%.")
 
-    # --- Synchronisation (spec §1) ---
+    # --- Synchronisation (docs/hardware.md#sync) ---
     semaphores: int = param(256, "count", "DRV: v2/address_map.h, 256 semaphores per core", "Hardware semaphores.")
     sequencer_registers: int = param(
-        64, "count", "ARCH: §1 sequencers hold 64 x 32-bit scalar registers", "Scalar registers per sequencer.")
+        64, "count", "ISA: nki.isa.register_alloc, 64 x 32-bit registers per engine sequencer", "Scalar registers per sequencer.")
     sequencer_register_bits: int = param(
-        32, "bits", "ARCH: §1 sequencers hold 64 x 32-bit scalar registers", "Width of a sequencer register.")
+        32, "bits", "ISA: nki.isa.register_alloc, 64 x 32-bit registers per engine sequencer", "Width of a sequencer register.")
 
-    # --- Cost model (spec §5); in cycles of the engine that runs the instruction ---
+    # --- Cost model (docs/hardware.md#cost); in cycles of the engine that runs the instruction ---
     min_ii: int = param(
-        64, "cycles", "ISA: §5 estimated instruction cost, MIN_II = 64",
+        64, "cycles", "ISA: estimated instruction cost, MIN_II = 64",
         "Minimum initiation interval: the least back-to-back cost of an instruction.", zero_ok=True)
     fp32_matmul_slowdown: int = param(
-        4, "x", "ARCH: §1 fp32 matmul runs 4x slower (23 TFLOPS)",
+        4, "x", "ARCH: fp32 matmul runs 4x slower (23 TFLOPS)",
         "Factor on nc_matmul's cost when its operands are fp32.")
     load_stationary_speedup: int = param(
-        4, "x", "ISA: §5 nc_matmul, LoadStationary up to 4x faster than a matmul",
+        4, "x", "ARCH: Tensor engine, LoadStationary up to 4x faster than a matmul",
         "How much faster loading the stationary operand is than a matmul of the same free size.")
     vector_dependent_extra_cycles: int = param(
-        100, "cycles", "PERF: §5 dependent or tiny Vector instructions pay about 100 cycles more",
+        100, "cycles", "PERF: dependent or tiny Vector instructions pay about 100 cycles more",
         "Extra cost of a Vector instruction that depends on the previous one or is tiny.", zero_ok=True)
     scalar_dependent_issue_ns: int = param(
-        189, "ns", "PERF: §5 dependent one-element Scalar instructions issue about every 189 ns",
+        189, "ns", "PERF: dependent one-element Scalar instructions issue about every 189 ns",
         "Issue interval of back-to-back dependent one-element Scalar instructions "
         "(264 cycles at 1.4 GHz).", zero_ok=True)
     tiny_free_elements: int = param(
-        16, "elements", "ARCH: §5 the static overhead shows for instructions with N << 128 (ncsim: N <= 16)",
+        16, "elements", "ARCH: the static overhead shows for instructions with N << 128 (ncsim's estimate: N <= 16)",
         "Free elements per partition at or below which an instruction is tiny: a tiny Vector instruction "
         "pays vector_dependent_extra_cycles, a tiny dependent Scalar one the scalar_dependent_issue_ns "
         "interval (PERF measured it on one-element instructions).", zero_ok=True)
@@ -172,37 +173,37 @@ class Config:
         28, "cycles", "ISA: local_gather estimated cost, C = ((28 + t*e)/(t*e)) / min(4/dtype_size, e)",
         "The constant 28 of local_gather's divisor C.", zero_ok=True)
     gpsimd_iota_fixed_cycles: int = param(
-        150, "cycles", "ISA: §5 iota, affine_select cost 150 + N",
+        150, "cycles", "ISA: iota, affine_select cost 150 + N",
         "Fixed part of the cost of GpSimd iota and affine_select.", zero_ok=True)
     dynamic_copy_min_cycles: int = param(
-        600, "cycles", "ISA: §5 dynamic-offset copies cost max(600, N)",
+        600, "cycles", "ISA: dynamic-offset copies cost max(600, N)",
         "Least cost of a copy whose offset is read at run time.", zero_ok=True)
     access_start_cycles: int = param(
-        60, "cycles", "ARCH: §2 starting any tensor access costs about 60 cycles",
+        60, "cycles", "ARCH: starting any tensor access costs about 60 cycles",
         "Cost of starting a tensor access, in cycles of the accessing engine.", zero_ok=True)
     access_elements_per_cycle: int = param(
-        128, "elements", "ARCH: §2 128 elements per cycle at 1.4 GHz per interface",
+        128, "elements", "ARCH: 128 elements per cycle at 1.4 GHz per interface",
         "Elements per cycle of access_clock_hz through one read or write interface, innermost stride "
         "under access_wide_stride_bytes.")
     access_clock_hz: int = param(
-        1_400_000_000, "Hz", "ARCH: §2 128 elements per cycle at 1.4 GHz per interface",
+        1_400_000_000, "Hz", "ARCH: 128 elements per cycle at 1.4 GHz per interface",
         "Clock of the SBUF/PSUM read and write interfaces.")
     access_wide_stride_bytes: int = param(
-        16, "B", "ARCH: §2 half the access rate when the innermost stride is 16 bytes or more",
+        16, "B", "ARCH: half the access rate when the innermost stride is 16 bytes or more",
         "Innermost stride from which an access runs at the slower rate.")
     access_wide_stride_slowdown: int = param(
-        2, "x", "ARCH: §2 half the access rate when the innermost stride is 16 bytes or more",
+        2, "x", "ARCH: half the access rate when the innermost stride is 16 bytes or more",
         "Divisor of the access rate for an innermost stride of access_wide_stride_bytes or more.")
 
-    # --- Per-instruction limits (spec §2, §4) ---
+    # --- Per-instruction limits (docs/hardware.md#access) ---
     free_elements_max_sbuf: int = param(
-        64 * KiB, "elements", "ISA: §2 most Vector/Scalar instructions take up to 64K free elements from SBUF",
+        64 * KiB, "elements", "ARCH: most Vector/Scalar instructions take up to 64K free elements from SBUF",
         "Free elements per partition an instruction may read from SBUF.")
     free_elements_max_psum: int = param(
-        4 * KiB, "elements", "ISA: §2 most Vector/Scalar instructions take up to 4K free elements from PSUM",
+        4 * KiB, "elements", "ARCH: most Vector/Scalar instructions take up to 4K free elements from PSUM",
         "Free elements per partition an instruction may read from PSUM.")
     free_dims_max: int = param(
-        4, "dims", "ISA: §2 access patterns have up to 4 free dimensions of [step, count]",
+        4, "dims", "ARCH: access patterns have up to 4 free dimensions of [step, count]",
         "Free dimensions of one access pattern.")
     bn_stats_fmax: int = param(
         512, "elements", "ISA: nki.isa.bn_stats, at most 512 elements per partition (nl.tile_size.bn_stats_fmax)",
@@ -263,7 +264,7 @@ class Config:
 
     @derived("FLOP/s", "2 * pe_rows * pe_cols * tensor_clock_hz")
     def tensor_peak_flops(self) -> float:
-        """Peak Tensor engine throughput for 16-bit and smaller operands (spec: 91.75 TFLOPS)."""
+        """Peak Tensor engine throughput for 16-bit and smaller operands (docs/hardware.md#engines: 92 TFLOPS)."""
         return 2.0 * self.pe_rows * self.pe_cols * self.tensor_clock_hz
 
     # --- Methods ---
@@ -531,7 +532,8 @@ def describe(config: Config) -> str:
 
     name_width = max(len(name) for name in (*_FIELDS, *_DERIVED))
     value_width = 16  # longer values (the DMA efficiency table) put their source on the next line
-    lines = [f"  {'parameter':<{name_width}}  {'value':<{value_width}}  source"]
+    # the source keys (ARCH, ISA, ...) name public pages, listed with each figure in docs/hardware.md
+    lines = [f"  {'parameter':<{name_width}}  {'value':<{value_width}}  source (keys: docs/hardware.md#sources)"]
     for row in rows:
         if row is None:
             lines.append("")
