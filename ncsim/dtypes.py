@@ -1,4 +1,4 @@
-"""The NeuronCore-v2 data types (spec §4): code, name, storage type and size.
+"""The NeuronCore-v2 data types (docs/hardware.md#isa): code, name, storage type and size.
 
 One table, `DTYPES`; everything else (the assembler's dtype names, the encoder, the object file's
 tensor table, the simulator's memory views) looks types up here.

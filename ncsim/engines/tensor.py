@@ -1,8 +1,8 @@
 """Tensor engine (PE) instructions: nc_matmul and the Tensor nc_transpose (see ncsim/engines/__init__.py
 for the execute/reference contract).
 
-Both are the one matmul of spec §6. With a[K, M] stationary and b[K, N] moving, every output element
-is a running fp32 sum:
+Both are the one matmul ncsim defines (docs/hardware.md#numerics). With a[K, M] stationary and
+b[K, N] moving, every output element is a running fp32 sum:
 
     acc = +0.0 (or the fp32 PSUM value when accumulating)
     for k = 0 .. K-1 in order:  acc = acc + a[k, m] * b[k, n]

@@ -1,4 +1,4 @@
-"""How a dma_copy is cut into pieces for the 16 DMA engines, and what each piece costs (spec §3).
+"""How a dma_copy is cut into pieces for the 16 DMA engines, and what each piece costs (docs/hardware.md#dma).
 
 A transfer moves its elements in iteration order (see `ncsim.engines.dma`). The timing model gives
 each DMA engine a contiguous run of that order, its *piece*:

@@ -12,7 +12,7 @@ Per engine (Tensor, Vector, Scalar, GpSimd, Sync) the run's total time T splits 
   that did not itself wait on a semaphore at least as long as it was busy; such an instruction
   passes on what it waited for, and so on back (a store that waits for a copy that waited for a
   load waited for the DMA);
-- port wait: start - ready, waiting for the SBUF or PSUM port (spec §2);
+- port wait: start - ready, waiting for the SBUF or PSUM port (docs/hardware.md#ports);
 - idle: the rest (before its first instruction could start, after its last one, or no work).
 
 DMA: bytes moved and transfers per direction (hbm->sbuf, sbuf->hbm, sbuf->sbuf, hbm->hbm, ...), with
