@@ -1,6 +1,6 @@
 """Conversions between storage dtypes and fp32: widen exactly, narrow round-to-nearest-even.
 
-The rules are ncsim's own (docs/hardware.md#numerics; docs/numerics.md states them in full).
+The rules are ncsim's own, not published hardware facts (docs/hardware.md#numerics).
 
 Every engine computes in IEEE fp32: it widens its inputs with `to_f32`, computes, and narrows the
 result to the output dtype with `from_f32`. docs/numerics.md states the same rules; keep them in step.
