@@ -1,6 +1,7 @@
 """Sidecar of causal_softmax.s: deterministic example inputs and a plain numpy reference.
 
-The reference follows causal_softmax.s operation by operation, as ncsim defines them (spec §6):
+The reference follows causal_softmax.s operation by operation, as ncsim defines them
+(docs/hardware.md#numerics):
   sc[i, j] = q[0, i] * k[0, j] + q[1, i] * k[1, j] + ...  fp32 from +0.0, over d = 0..D-1 in order
                                                           (bf16 x bf16 products are exact in fp32)
   s = sc * SCALE                                          fp32 (activation copy: no bias, no add)

@@ -1,8 +1,9 @@
 """Sidecar of layernorm.s: deterministic example inputs and a plain numpy reference of what it computes.
 
 The reference follows layernorm.s operation by operation. Every operation is an fp32 operation
-rounded to fp32 (spec §6); every sum is sequential, left to right, starting from +0.0. The docs give
-bn_stats and bn_aggr only in words, so this file states the definitions that ncsim implements:
+rounded to fp32 (docs/hardware.md#numerics); every sum is sequential, left to right, starting from
++0.0. The docs give bn_stats and bn_aggr only in words, so this file states the definitions that
+ncsim implements:
 
 bn_stats of a [P, n] chunk (n <= 512) splits each partition's elements by the parity of their
 position in the chunk (flattened free axis), and for each group g of the even and the odd ones writes

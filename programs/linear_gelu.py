@@ -1,6 +1,6 @@
 """Sidecar of linear_gelu.s: deterministic example inputs and a plain numpy reference.
 
-The reference follows linear_gelu.s operation by operation, as ncsim defines them (spec §6):
+The reference follows linear_gelu.s operation by operation, as ncsim defines them (docs/hardware.md#numerics):
   acc[n, f] = x[n, 0] * w[0, f] + x[n, 1] * w[1, f] + ...   fp32 from +0.0, k = 0..K-1 in order (the
                                                             matmul of the second K slice accumulates
                                                             onto the first; bf16 products are exact)

@@ -1,7 +1,7 @@
 """Sidecar of matmul.s: example inputs and a plain numpy reference.
 
-The reference is the matmul ncsim defines (spec §6): each product formed in fp32 (exact for bf16
-inputs), accumulated in fp32 sequentially over k = 0..K-1.
+The reference is the matmul ncsim defines (docs/hardware.md#numerics): each product formed in fp32
+(exact for bf16 inputs), accumulated in fp32 sequentially over k = 0..K-1.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Sidecar of softmax.s: deterministic example inputs and a plain numpy reference of what it computes.
 
-The reference follows softmax.s operation by operation, as ncsim defines them (spec §6):
+The reference follows softmax.s operation by operation, as ncsim defines them (docs/hardware.md#numerics):
   neg_m = -max(x[n, :])                            exact in fp32
   e = exp(x * 1.0 + neg_m)                         the multiply and add in fp32, exp in float64
                                                    rounded once to fp32

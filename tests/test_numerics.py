@@ -1,4 +1,4 @@
-"""ncsim.numerics against an exact reference written with Python fractions (spec §6).
+"""ncsim.numerics against an exact reference written with Python fractions (docs/hardware.md#numerics).
 
 The reference rounds a real number to a float format with p mantissa bits by the textbook rule:
 scale by the quantum of its binade, round to the nearest integer with ties to even (Python's
