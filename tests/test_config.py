@@ -1,4 +1,4 @@
-"""ncsim/config.py: every parameter sourced, the spec's figures and derived sizes, overrides, errors."""
+"""ncsim/config.py: every parameter sourced, the figures of docs/hardware.md and derived sizes, overrides, errors."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ncsim.errors import ConfigError
 
 FIELDS = dataclasses.fields(Config)
 
-# The spec's DMA efficiency points (§3): bytes per partition -> fraction of the plateau.
+# The DMA efficiency points (docs/hardware.md#dma): bytes per partition -> fraction of the plateau.
 SPEC_DMA_POINTS = [
     (32, 0.015), (64, 0.03), (128, 0.05), (256, 0.10), (512, 0.21),
     (1024, 0.42), (2048, 0.81), (4096, 0.97), (8192, 1.0),
@@ -50,7 +50,7 @@ def test_defaults_are_valid_and_frozen():
         DEFAULT.pmax = 64
 
 
-# --- The spec's figures ---
+# --- The figures of docs/hardware.md ---
 
 
 @pytest.mark.parametrize(("engine", "ticks"), [("tensor", 2), ("vector", 5), ("scalar", 4), ("gpsimd", 4)])

@@ -246,7 +246,7 @@ def test_a_semaphore_the_configuration_lacks():
             vector=[with_sync(make("tensor_copy", dst=tile(lay), src=tile(lay)), signal=("s200+=1",))])
 
 
-# --------------------------------------------------------------------------- ports (spec §2)
+# ----------------------------------------------------------- ports (docs/hardware.md#ports)
 
 def test_vector_and_gpsimd_take_turns_on_sbuf():
     lay = Layout()
@@ -281,7 +281,7 @@ def test_gpsimd_and_vector_on_different_memories_run_together():
     assert list(r.start) == [0, 0]
 
 
-# --------------------------------------------------------------------------- DMA (spec §3)
+# ------------------------------------------------------------- DMA (docs/hardware.md#dma)
 
 def dma(dst, src, queue: int = 0, engine: str = "sync", **sync) -> Instruction:
     return with_sync(make("dma_copy", engine, dst=dst, src=src, queue=queue), **sync)
