@@ -8,7 +8,7 @@ The functions that execute an instruction and time it are attached by the engine
 
 Operand order follows NKI with the destination first (as in the NKI ISA's explicit-`dst` form):
 required operands may be written by position, optional ones by keyword. Facts come from the NKI
-`nki.isa` reference (SDK 2.23) and the spec (`spec/neuroncore-v2.md` §4-§5).
+`nki.isa` reference (SDK 2.23) and docs/hardware.md#isa, #cost.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ ALU_ALIASES = {"max": "maximum", "min": "minimum", "pow": "power", "sub": "subtr
                "div": "divide", "amax": "maximum", "amin": "minimum"}
 
 # --------------------------------------------------------------------------- activation functions (SHARED)
-# name, formula in float64 (ncsim evaluates it in float64 and rounds once to fp32, spec §6)
+# name, formula in float64 (ncsim evaluates it in float64 and rounds once to fp32, docs/hardware.md#numerics)
 ACTIVATION_FUNCS: tuple[tuple[str, str], ...] = (
     ("copy", "x"),
     ("square", "x * x"),
@@ -163,7 +163,7 @@ class InstrSpec:
     operands: tuple[Operand, ...]
     summary: str  # one line, for `ncsim isa`
     semantics: str  # what it computes, in words precise enough to implement
-    cost: str  # its cost in engine cycles, in words (spec §5)
+    cost: str  # its cost in engine cycles, in words (docs/hardware.md#cost)
     # Filled in by ncsim.engines when they are imported (functional and timing issues):
     slots: dict[str, Callable[..., Any]] = field(default_factory=dict, compare=False, repr=False)
 
@@ -524,7 +524,7 @@ TABLE: tuple[InstrSpec, ...] = (
         "for each quadrant q and i in 0..31 with mask[i] != 255 and 32q + i < dst's partitions: dst[32q + i] ="
         " src[32q + mask[i]], partitions counted from each tile's first, the bits copied; all of src is read first"
         " (dst may be src). Quadrants: ceil(max(P_dst, P_src) / 32), and that many x 32 active partitions decide the"
-        " allowed starts of both tiles (spec §2 rule). Same dtype, same elements per partition; mask entries 32..254"
+        " allowed starts of both tiles (docs/hardware.md#access). Same dtype, same elements per partition; mask entries 32..254"
         " and a source partition past src's are errors.",
         "max(MIN_II, N) Vector cycles",
     ),
