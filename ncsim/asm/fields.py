@@ -26,7 +26,7 @@ from ncsim.asm.lexer import Cursor, describe
 from ncsim.memory.access import AccessPattern, Immediate, Memory
 
 SEM_NAME = re.compile(r"s[0-9]+")
-MAX_FREE_DIMS = 4  # on-chip: partition dimension plus up to 4 free dimensions (spec §2)
+MAX_FREE_DIMS = 4  # on-chip: partition dimension plus up to 4 free dimensions (docs/hardware.md#access)
 MAX_HBM_DIMS = 5  # HBM: the outermost dimension stands in for the partition dimension
 MAX_PARTITIONS = 128
 INT32_MIN, INT32_MAX, UINT32_MAX = -(2**31), 2**31 - 1, 2**32 - 1

@@ -1,4 +1,4 @@
-"""Hardware rules an instruction or a tensor must keep, checked against a `Config` (spec §2, §4).
+"""Hardware rules an instruction or tensor must keep, checked against a `Config` (docs/hardware.md#access).
 
 The operand kinds check what the encoding can hold; these check what the NeuronCore allows:
 memory bounds, partition starts, which engine reaches which memory, matmul and transpose limits.
@@ -20,7 +20,7 @@ GPSIMD_TENSOR_OPS = ("power", "add", "subtract", "multiply")  # NKI: power and 3
 
 
 def partition_start_ok(start: int, count: int) -> bool:
-    """Spec §2: P > 64 starts at 0; 32 < P <= 64 at 0 or 64; P <= 32 at 0, 32, 64 or 96."""
+    """docs/hardware.md#access: P > 64 starts at 0; 32 < P <= 64 at 0 or 64; P <= 32 at 0, 32, 64 or 96."""
     if count > 64:
         return start == 0
     if count > 32:

@@ -1,7 +1,7 @@
-"""What each instruction costs: one function per instruction, in its engine's cycles (spec §5).
+"""What each instruction costs: one function per instruction, in its engine's cycles (docs/hardware.md#cost).
 
 Each function reads the decoded instruction and the configuration and returns a `Cost`: the cycles
-of the instruction's own formula (the "average back-to-back" initiation interval of spec §5 and the
+of the instruction's own formula (the "average back-to-back" interval of docs/hardware.md#cost and the
 row's `cost` text) and that formula written out with its numbers. `describe(instr, config)` adds
 what every instruction shares and turns it into an `InstrCost`, the one record the timing model
 keeps per distinct instruction: the SBUF/PSUM access time, the ports it holds, the overheads it may
@@ -27,7 +27,7 @@ from ncsim.memory.dma import TransferPlan, plan_transfer
 
 # What the timing model does with an instruction.
 DATAPATH, DMA, SEMAPHORE = 0, 1, 2
-# Ports (spec §2): Vector and GpSimd share the SBUF port; Vector and Scalar share the PSUM port.
+# Ports (docs/hardware.md#ports): Vector and GpSimd share the SBUF port, Vector and Scalar the PSUM port.
 PORT_SBUF, PORT_PSUM = 1, 2
 PORT_USERS = {"vector": (PORT_SBUF | PORT_PSUM), "gpsimd": PORT_SBUF, "scalar": PORT_PSUM, "tensor": 0, "sync": 0}
 
@@ -55,7 +55,7 @@ class InstrCost:
     kind: int  # DATAPATH, DMA (issue a transfer, then go on) or SEMAPHORE (no engine time)
     cycles: int  # the formula's cycles
     compute_ticks: int  # cycles x ticks per cycle
-    access_ticks: int  # the slowest SBUF/PSUM operand at the access rate of spec §2 (0: not modelled)
+    access_ticks: int  # the slowest SBUF/PSUM operand at the docs/hardware.md#ports rate (0: not modelled)
     ticks: int  # busy time: max(compute_ticks, access_ticks)
     formula: str  # the whole cost in words, with its numbers
     n: int
@@ -93,7 +93,7 @@ def _unit_stride(ap: AccessPattern) -> bool:
 
 
 def innermost_stride_bytes(ap: AccessPattern) -> int:
-    """Bytes between consecutive elements of the innermost dimension that moves (spec §2 access rate)."""
+    """Bytes between consecutive elements of the innermost moving dimension (docs/hardware.md#ports)."""
     step = next((s for s, c in reversed(ap.dims) if c > 1), 1)
     return abs(step) * ap.dtype.itemsize
 
@@ -285,7 +285,7 @@ def _ghz(hz: float) -> str:
 
 
 def _access(instr: Instruction, config: Config) -> tuple[int, str]:
-    """Ticks of the slowest SBUF/PSUM operand at the access rate of spec §2, and its description.
+    """Ticks of the slowest SBUF/PSUM operand at the docs/hardware.md#ports rate, and its description.
 
     Each operand streams through its own read or write interface at access_elements_per_cycle
     elements per access_clock_hz cycle across the partitions (one element per partition per cycle),
@@ -311,7 +311,7 @@ def _access(instr: Instruction, config: Config) -> tuple[int, str]:
 
 
 # Costs and sizes beyond this are refused rather than overflow the scheduler's int64 (2**50 ticks
-# are more than 2 days of simulated time; the rules of spec §2 keep real instructions far below).
+# are more than 2 days of simulated time; the access rules keep real instructions far below).
 LIMIT = 2**50
 
 

@@ -51,10 +51,10 @@ _INF = 2**62
 _SEMS = 256  # semaphore numbers the encoding can name (u8); Config.semaphores may allow fewer
 
 # Bits of TimingResult.extra_flags: which neighbour-dependent costs an instruction paid.
-COLD_START = 1  # its engine was idle before it: the tensor-access start was not hidden (spec §2)
-OVERHEAD = 2  # Vector: dependent on the previous Vector instruction, or tiny (spec §5)
+COLD_START = 1  # its engine was idle: the tensor-access start was not hidden (docs/hardware.md#ports)
+OVERHEAD = 2  # Vector: dependent on the previous Vector instruction, or tiny (docs/hardware.md#cost)
 LOAD_STATIONARY = 4  # nc_matmul: the part of its LoadStationary the previous instruction did not hide
-ISSUE_INTERVAL = 8  # Scalar: dependent and tiny, so it lasts the issue interval (spec §5)
+ISSUE_INTERVAL = 8  # Scalar: dependent and tiny, so it lasts the issue interval (docs/hardware.md#cost)
 DEPENDENT = 16  # it reads bytes the previous data-path instruction of its engine wrote
 
 ACCESS_READ, ACCESS_WRITE = 1, 2  # bits of TimingResult.fp_access
