@@ -25,8 +25,9 @@ if TYPE_CHECKING:
     from ncsim.asm.objfile import ObjectFile
     from ncsim.config import Config
 
-config_file_option = click.option("--config", "config_file", type=click.Path(),
-                                  help="TOML file of hardware parameters (see `ncsim config`).")
+config_file_option = click.option("--config", "config_files", type=click.Path(), multiple=True,
+                                  help="TOML file of hardware parameters (see `ncsim config`); repeatable:"
+                                       " the files merge in order, a later one's values winning.")
 set_option = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
                           help="Override one hardware parameter; repeatable.")
 
@@ -35,10 +36,10 @@ quiet_option = click.option("--quiet", "-q", is_flag=True,
                             help="No progress bars and no notice that kernels are being compiled.")
 
 
-def make_config(config_file: str | None, sets: tuple[str, ...]) -> Config:
+def make_config(config_files: tuple[str, ...], sets: tuple[str, ...]) -> Config:
     from ncsim.config import load_config
 
-    return load_config(config_file, list(sets))
+    return load_config(list(config_files), list(sets))
 
 
 def _announce(quiet: bool) -> bool:
@@ -59,14 +60,14 @@ def cli() -> None:
 @quiet_option
 @config_file_option
 @set_option
-def asm(source: str, output: str | None, show_sync: bool, quiet: bool, config_file: str | None,
+def asm(source: str, output: str | None, show_sync: bool, quiet: bool, config_files: tuple[str, ...],
         sets: tuple[str, ...]) -> None:
     """Assemble SOURCE (.s) into an ELF object."""
     from ncsim import progress, warmup
     from ncsim.asm.assembler import Assembler, read_source
     from ncsim.asm.elf import write_elf
 
-    config = make_config(config_file, sets)
+    config = make_config(config_files, sets)
     assembler = Assembler(config)
     text = read_source(source)
     with progress.enable_bars(not quiet), warmup.prepare(_announce(quiet)), \
@@ -125,11 +126,11 @@ def isa_cmd(name: str | None) -> None:
 @cli.command("config")
 @config_file_option
 @set_option
-def config_cmd(config_file: str | None, sets: tuple[str, ...]) -> None:
+def config_cmd(config_files: tuple[str, ...], sets: tuple[str, ...]) -> None:
     """Show the hardware parameters in force, with their sources."""
     from ncsim.config import describe
 
-    click.echo(describe(make_config(config_file, sets)))
+    click.echo(describe(make_config(config_files, sets)))
 
 
 @cli.command()
@@ -154,7 +155,7 @@ def config_cmd(config_file: str | None, sets: tuple[str, ...]) -> None:
 @set_option
 def run(program: str, input_files: tuple[str, ...], out_file: str | None, seed: int, sidecar: str | None,
         no_check: bool, trace: str | None, timeline: str | None, timing_only: bool, quiet: bool,
-        config_file: str | None, sets: tuple[str, ...]) -> None:
+        config_files: tuple[str, ...], sets: tuple[str, ...]) -> None:
     """Run PROGRAM (.s or .o) on the simulated NeuronCore: compute its outputs, check them, time it,
     and report what bounds it.
 
@@ -166,7 +167,7 @@ def run(program: str, input_files: tuple[str, ...], out_file: str | None, seed: 
     from ncsim.runtime.run import run as run_kernel
     from ncsim.runtime.run import save_outputs
 
-    config = make_config(config_file, sets)
+    config = make_config(config_files, sets)
     given = {}
     for item in input_files:
         name, eq, path = item.partition("=")

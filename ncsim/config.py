@@ -26,7 +26,7 @@ import math
 import numbers
 import operator
 import tomllib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -36,21 +36,29 @@ from ncsim.errors import ConfigError
 KiB = 1024
 MiB = 1024 * KiB
 GiB = 1024 * MiB
+TiB = 1024 * GiB
 
 SOURCE_KEYS = ("ARCH", "ISA", "PERF", "DMA", "ALLOC", "SHARED", "DRV", "SIM")
 INT_MAX = 2**63 - 1  # integer parameters and simulated time are int64 in the timing loop
 ENGINES = ("tensor", "vector", "scalar", "gpsimd")  # the engines with a clock and a datapath
+CYCLES_MAX = 10**6  # the most any cost constant may be, in cycles: 10^4 times the largest default
+TABLE_POINTS_MAX = 64  # points of dma_efficiency_table, at most
 
 # (bytes per partition, fraction of the plateau) pairs, bytes strictly increasing.
 EfficiencyTable = tuple[tuple[int, float], ...]
 
 
-def param(default: Any, unit: str, source: str, doc: str, *, zero_ok: bool = False) -> Any:
-    """A Config field: its default, unit, source ("KEY: place in that source") and meaning.
+def param(default: Any, valid: tuple[float, float], unit: str, source: str, doc: str) -> Any:
+    """A Config field: its default, its valid range, unit, source ("KEY: place in that source") and meaning.
 
-    Numbers must be positive, or non-negative with `zero_ok` (overheads a study may switch off).
+    `valid` is (least, most), both allowed; for dma_efficiency_table it bounds each point's bytes. Where
+    the hardware or the encoding has a limit, the range stops there and the source says it (pmax 128,
+    256 semaphores, 16 DMA queues: the queue operand is 0..15); elsewhere it is generous but finite
+    (clocks 1 MHz to 100 GHz, bandwidths 100 MB/s to 100 TB/s, cost constants up to CYCLES_MAX), so
+    that no setting allocates more than a few hundred MiB, stalls the run or reports nonsense. A 0 at
+    the bottom marks an overhead a study may switch off.
     """
-    metadata = {"unit": unit, "source": source, "doc": doc, "zero_ok": zero_ok}
+    metadata = {"unit": unit, "source": source, "doc": doc, "valid": valid}
     return dataclasses.field(default=default, metadata=metadata)
 
 
@@ -70,149 +78,149 @@ class Config:
 
     # --- Clocks (docs/hardware.md#clocks) ---
     tick_hz: int = param(
-        5_600_000_000, "Hz", "ARCH: every engine clock divides 5.6 GHz (ncsim's integer time)",
+        5_600_000_000, (10**6, 10**12), "Hz", "ARCH: every engine clock divides 5.6 GHz (ncsim's integer time)",
         "Simulated time counts ticks of this clock; every engine clock must divide it exactly.")
-    tensor_clock_hz: int = param(2_800_000_000, "Hz", "ARCH: Tensor (PE) 2.8 GHz", "Tensor engine clock.")
-    vector_clock_hz: int = param(1_120_000_000, "Hz", "ARCH: Vector (DVE) 1.12 GHz", "Vector engine clock.")
-    scalar_clock_hz: int = param(1_400_000_000, "Hz", "ARCH: Scalar (ACT) 1.4 GHz", "Scalar engine clock.")
-    gpsimd_clock_hz: int = param(1_400_000_000, "Hz", "ARCH: GpSimd (POOL) 1.4 GHz", "GpSimd engine clock.")
+    tensor_clock_hz: int = param(2_800_000_000, (10**6, 10**11), "Hz", "ARCH: Tensor (PE) 2.8 GHz", "Tensor engine clock.")
+    vector_clock_hz: int = param(1_120_000_000, (10**6, 10**11), "Hz", "ARCH: Vector (DVE) 1.12 GHz", "Vector engine clock.")
+    scalar_clock_hz: int = param(1_400_000_000, (10**6, 10**11), "Hz", "ARCH: Scalar (ACT) 1.4 GHz", "Scalar engine clock.")
+    gpsimd_clock_hz: int = param(1_400_000_000, (10**6, 10**11), "Hz", "ARCH: GpSimd (POOL) 1.4 GHz", "GpSimd engine clock.")
 
     # --- Tensor engine (docs/hardware.md#engines) ---
     pe_rows: int = param(
-        128, "count", "ARCH: Tensor, 128x128 systolic array",
+        128, (1, 128), "count", "ARCH: Tensor, 128x128 systolic array",
         "Rows of the PE array: a matmul's contraction size K (its operands' partitions) is at most this.")
     pe_cols: int = param(
-        128, "count", "ARCH: Tensor, 128x128 systolic array",
+        128, (1, 128), "count", "ARCH: Tensor, 128x128 systolic array",
         "Columns of the PE array: the stationary operand's free size M is at most this.")
 
     # --- SBUF and PSUM (docs/hardware.md#sbuf, #psum) ---
     pmax: int = param(
-        128, "count", "ARCH: SBUF 24 MiB = 128 x 192 KiB",
+        128, (1, 128), "count", "ARCH: SBUF 24 MiB = 128 x 192 KiB",
         "Partitions of SBUF and PSUM; the partition dimension of every operand is at most this (NKI pmax).")
     sbuf_partition_bytes: int = param(
-        192 * KiB, "B", "ARCH: SBUF 24 MiB = 128 x 192 KiB", "Bytes of one SBUF partition.")
+        192 * KiB, (1, 1 * MiB), "B", "ARCH: SBUF 24 MiB = 128 x 192 KiB", "Bytes of one SBUF partition.")
     sbuf_reserved_bytes: int = param(
-        16 * KiB, "B", "ALLOC: 16 KiB of each SBUF partition reserved for the compiler",
-        "Bytes at the top of each SBUF partition that kernels may not allocate.", zero_ok=True)
+        16 * KiB, (0, 1 * MiB), "B", "ALLOC: 16 KiB of each SBUF partition reserved for the compiler",
+        "Bytes at the top of each SBUF partition that kernels may not allocate.")
     psum_partition_bytes: int = param(
-        16 * KiB, "B", "ARCH: PSUM 2 MiB = 128 x 16 KiB", "Bytes of one PSUM partition.")
+        16 * KiB, (4, 256 * KiB), "B", "ARCH: PSUM 2 MiB = 128 x 16 KiB", "Bytes of one PSUM partition.")
     psum_num_banks: int = param(
-        8, "count", "ARCH: PSUM 8 banks of 2 KiB per partition",
+        8, (1, 1024), "count", "ARCH: PSUM 8 banks of 2 KiB per partition",
         "PSUM banks per partition; a matmul output tile must lie inside one bank (NKI psum_num_banks).")
 
     # --- HBM (docs/hardware.md#hbm) ---
-    hbm_bytes: int = param(16 * GiB, "B", "ARCH: HBM 32 GiB per chip, 2 cores (ncsim: half each)", "Device memory of one core.")
+    hbm_bytes: int = param(16 * GiB, (1, 1 * TiB), "B", "ARCH: HBM 32 GiB per chip, 2 cores (ncsim: half each)", "Device memory of one core.")
     hbm_bandwidth: float = param(
-        410e9, "B/s", "ARCH: HBM 820 GB/s per chip, 2 cores (ncsim: half each)",
+        410e9, (1e8, 1e14), "B/s", "ARCH: HBM 820 GB/s per chip, 2 cores (ncsim: half each)",
         "HBM bandwidth of one core: the cap on all its DMA engines together.")
 
     # --- GpSimd (docs/hardware.md#gpsimd) ---
     gpsimd_cores: int = param(
-        8, "count", "ARCH: GpSimd, 8 cores, core i on partitions [16i, 16i+16)",
+        8, (1, 128), "count", "ARCH: GpSimd, 8 cores, core i on partitions [16i, 16i+16)",
         "GpSimd cores; each is wired to pmax / gpsimd_cores consecutive SBUF partitions.")
     gpsimd_tcm_bytes: int = param(
-        64 * KiB, "B", "ARCH: GpSimd, 64 KiB local TCM per core", "Private memory of one GpSimd core.")
+        64 * KiB, (1, 16 * MiB), "B", "ARCH: GpSimd, 64 KiB local TCM per core", "Private memory of one GpSimd core.")
     gpsimd_tcm_access_cycles: int = param(
-        3, "cycles", "ARCH: GpSimd, TCM 3-cycle access", "Latency of a TCM load or store.")
+        3, (1, CYCLES_MAX), "cycles", "ARCH: GpSimd, TCM 3-cycle access", "Latency of a TCM load or store.")
     gpsimd_simd_bits: int = param(
-        512, "bits", "ARCH: GpSimd, 512-bit SIMD (16 x fp32)", "Vector register width of one GpSimd core.")
+        512, (32, 4096), "bits", "ARCH: GpSimd, 512-bit SIMD (16 x fp32)", "Vector register width of one GpSimd core.")
 
     # --- DMA (docs/hardware.md#dma) ---
-    dma_engines: int = param(16, "count", "DMA: 16 DMA engines per core", "DMA engines of one core.")
+    dma_engines: int = param(16, (1, 128), "count", "DMA: 16 DMA engines per core", "DMA engines of one core.")
     dma_queues_per_engine: int = param(
-        16, "count", "DMA: each DMA engine has 16 queues",
+        16, (1, 16), "count", "DMA: each DMA engine has 16 queues",
         "Queues of one DMA engine; it serves them round-robin, one transfer at a time.")
     dma_engine_bandwidth: float = param(
-        17e9, "B/s", "DMA: bandwidth guide, 17 B/ns per engine on Trn1",
+        17e9, (1e8, 1e14), "B/s", "DMA: bandwidth guide, 17 B/ns per engine on Trn1",
         "Bandwidth of one DMA engine: 17 B/ns, what the DMA bandwidth guide gives one Trn1 engine (272 GB/s for 16). "
         "The quoted peak is 27 GiB/s (about 29.0e9 B/s); the current DMA overview says 27.2 GB/s.")
     dma_latency_ns: int = param(
-        1300, "ns", "DMA: about 1300 ns from the releasing semaphore to data moving",
-        "Fixed cost of a DMA transfer before its first byte moves (cross-engine latency).", zero_ok=True)
+        1300, (0, 10**6), "ns", "DMA: about 1300 ns from the releasing semaphore to data moving",
+        "Fixed cost of a DMA transfer before its first byte moves (cross-engine latency).")
     dma_efficiency_table: tuple[tuple[int, float], ...] = param(
         ((32, 0.015), (64, 0.03), (128, 0.05), (256, 0.10), (512, 0.21),
-         (1 * KiB, 0.42), (2 * KiB, 0.81), (4 * KiB, 0.97), (8 * KiB, 1.0)),
+         (1 * KiB, 0.42), (2 * KiB, 0.81), (4 * KiB, 0.97), (8 * KiB, 1.0)), (1, 1 * GiB),
         "B -> fraction", "DMA: DMA overview figure, throughput by bytes per partition (ncsim's reading)",
         "DMA throughput as a fraction of the plateau by contiguous bytes per partition; "
         "linear in log2(bytes) between points, clamped at both ends. The figure reads 98-100% "
         "from 8 KiB up; ncsim takes 100%.")
 
     # --- Synchronisation (docs/hardware.md#sync) ---
-    semaphores: int = param(256, "count", "DRV: v2/address_map.h, 256 semaphores per core", "Hardware semaphores.")
+    semaphores: int = param(256, (1, 256), "count", "DRV: v2/address_map.h, 256 semaphores per core", "Hardware semaphores.")
     sequencer_registers: int = param(
-        64, "count", "ISA: nki.isa.register_alloc, 64 x 32-bit registers per engine sequencer", "Scalar registers per sequencer.")
+        64, (1, 1024), "count", "ISA: nki.isa.register_alloc, 64 x 32-bit registers per engine sequencer", "Scalar registers per sequencer.")
     sequencer_register_bits: int = param(
-        32, "bits", "ISA: nki.isa.register_alloc, 64 x 32-bit registers per engine sequencer", "Width of a sequencer register.")
+        32, (1, 64), "bits", "ISA: nki.isa.register_alloc, 64 x 32-bit registers per engine sequencer", "Width of a sequencer register.")
 
     # --- Cost model (docs/hardware.md#cost); in cycles of the engine that runs the instruction ---
     min_ii: int = param(
-        64, "cycles", "ISA: estimated instruction cost, MIN_II = 64",
-        "Minimum initiation interval: the least back-to-back cost of an instruction.", zero_ok=True)
+        64, (0, CYCLES_MAX), "cycles", "ISA: estimated instruction cost, MIN_II = 64",
+        "Minimum initiation interval: the least back-to-back cost of an instruction.")
     fp32_matmul_slowdown: int = param(
-        4, "x", "ARCH: fp32 matmul runs 4x slower (23 TFLOPS)",
+        4, (1, 64), "x", "ARCH: fp32 matmul runs 4x slower (23 TFLOPS)",
         "Factor on nc_matmul's cost when its operands are fp32.")
     load_stationary_speedup: int = param(
-        4, "x", "ARCH: Tensor engine, LoadStationary up to 4x faster than a matmul",
+        4, (1, 64), "x", "ARCH: Tensor engine, LoadStationary up to 4x faster than a matmul",
         "How much faster loading the stationary operand is than a matmul of the same free size.")
     vector_dependent_extra_cycles: int = param(
-        100, "cycles", "PERF: dependent or tiny Vector instructions pay about 100 cycles more",
-        "Extra cost of a Vector instruction that depends on the previous one or is tiny.", zero_ok=True)
+        100, (0, CYCLES_MAX), "cycles", "PERF: dependent or tiny Vector instructions pay about 100 cycles more",
+        "Extra cost of a Vector instruction that depends on the previous one or is tiny.")
     scalar_dependent_issue_ns: int = param(
-        189, "ns", "PERF: dependent one-element Scalar instructions issue about every 189 ns",
+        189, (0, 10**6), "ns", "PERF: dependent one-element Scalar instructions issue about every 189 ns",
         "Issue interval of back-to-back dependent one-element Scalar instructions "
-        "(264 cycles at 1.4 GHz).", zero_ok=True)
+        "(264 cycles at 1.4 GHz).")
     tiny_free_elements: int = param(
-        16, "elements", "ARCH: the static overhead shows for instructions with N << 128 (ncsim's estimate: N <= 16)",
+        16, (0, 64 * KiB), "elements", "ARCH: the static overhead shows for instructions with N << 128 (ncsim's estimate: N <= 16)",
         "Free elements per partition at or below which an instruction is tiny: a tiny Vector instruction "
         "pays vector_dependent_extra_cycles, a tiny dependent Scalar one the scalar_dependent_issue_ns "
-        "interval (PERF measured it on one-element instructions).", zero_ok=True)
+        "interval (PERF measured it on one-element instructions).")
     local_gather_t: int = param(
-        4, "count", "ISA: local_gather estimated cost, C = ((28 + t*e)/(t*e)) / min(4/dtype_size, e), t = 4",
+        4, (1, 64), "count", "ISA: local_gather estimated cost, C = ((28 + t*e)/(t*e)) / min(4/dtype_size, e), t = 4",
         "The constant t of local_gather's cost 150 + num_valid_indices * num_elem_per_idx / C.")
     local_gather_overhead: int = param(
-        28, "cycles", "ISA: local_gather estimated cost, C = ((28 + t*e)/(t*e)) / min(4/dtype_size, e)",
-        "The constant 28 of local_gather's divisor C.", zero_ok=True)
+        28, (0, CYCLES_MAX), "cycles", "ISA: local_gather estimated cost, C = ((28 + t*e)/(t*e)) / min(4/dtype_size, e)",
+        "The constant 28 of local_gather's divisor C.")
     gpsimd_iota_fixed_cycles: int = param(
-        150, "cycles", "ISA: iota, affine_select cost 150 + N",
-        "Fixed part of the cost of GpSimd iota and affine_select.", zero_ok=True)
+        150, (0, CYCLES_MAX), "cycles", "ISA: iota, affine_select cost 150 + N",
+        "Fixed part of the cost of GpSimd iota and affine_select.")
     dynamic_copy_min_cycles: int = param(
-        600, "cycles", "ISA: dynamic-offset copies cost max(600, N)",
-        "Least cost of a copy whose offset is read at run time.", zero_ok=True)
+        600, (0, CYCLES_MAX), "cycles", "ISA: dynamic-offset copies cost max(600, N)",
+        "Least cost of a copy whose offset is read at run time.")
     access_start_cycles: int = param(
-        60, "cycles", "ARCH: starting any tensor access costs about 60 cycles",
-        "Cost of starting a tensor access, in cycles of the accessing engine.", zero_ok=True)
+        60, (0, CYCLES_MAX), "cycles", "ARCH: starting any tensor access costs about 60 cycles",
+        "Cost of starting a tensor access, in cycles of the accessing engine.")
     access_elements_per_cycle: int = param(
-        128, "elements", "ARCH: 128 elements per cycle at 1.4 GHz per interface",
+        128, (1, 4096), "elements", "ARCH: 128 elements per cycle at 1.4 GHz per interface",
         "Elements per cycle of access_clock_hz through one read or write interface, innermost stride "
         "under access_wide_stride_bytes.")
     access_clock_hz: int = param(
-        1_400_000_000, "Hz", "ARCH: 128 elements per cycle at 1.4 GHz per interface",
+        1_400_000_000, (10**6, 10**11), "Hz", "ARCH: 128 elements per cycle at 1.4 GHz per interface",
         "Clock of the SBUF/PSUM read and write interfaces.")
     access_wide_stride_bytes: int = param(
-        16, "B", "ARCH: half the access rate when the innermost stride is 16 bytes or more",
+        16, (1, 1 * MiB), "B", "ARCH: half the access rate when the innermost stride is 16 bytes or more",
         "Innermost stride from which an access runs at the slower rate.")
     access_wide_stride_slowdown: int = param(
-        2, "x", "ARCH: half the access rate when the innermost stride is 16 bytes or more",
+        2, (1, 64), "x", "ARCH: half the access rate when the innermost stride is 16 bytes or more",
         "Divisor of the access rate for an innermost stride of access_wide_stride_bytes or more.")
 
     # --- Per-instruction limits (docs/hardware.md#access) ---
     free_elements_max_sbuf: int = param(
-        64 * KiB, "elements", "ARCH: most Vector/Scalar instructions take up to 64K free elements from SBUF",
+        64 * KiB, (1, 1 * MiB), "elements", "ARCH: most Vector/Scalar instructions take up to 64K free elements from SBUF",
         "Free elements per partition an instruction may read from SBUF.")
     free_elements_max_psum: int = param(
-        4 * KiB, "elements", "ARCH: most Vector/Scalar instructions take up to 4K free elements from PSUM",
+        4 * KiB, (1, 1 * MiB), "elements", "ARCH: most Vector/Scalar instructions take up to 4K free elements from PSUM",
         "Free elements per partition an instruction may read from PSUM.")
     free_dims_max: int = param(
-        4, "dims", "ARCH: access patterns have up to 4 free dimensions of [step, count]",
+        4, (1, 4), "dims", "ARCH: access patterns have up to 4 free dimensions of [step, count]",
         "Free dimensions of one access pattern.")
     bn_stats_fmax: int = param(
-        512, "elements", "ISA: nki.isa.bn_stats, at most 512 elements per partition (nl.tile_size.bn_stats_fmax)",
+        512, (1, 1 * MiB), "elements", "ISA: nki.isa.bn_stats, at most 512 elements per partition (nl.tile_size.bn_stats_fmax)",
         "Free elements per partition one bn_stats reads.")
     top8_fmax: int = param(
-        16 * KiB, "elements", "ISA: nki.isa.max8, nc_find_index8, nc_match_replace8, at most 16,384 per partition",
+        16 * KiB, (1, 1 * MiB), "elements", "ISA: nki.isa.max8, nc_find_index8, nc_match_replace8, at most 16,384 per partition",
         "Free elements per partition that max8, nc_find_index8 and nc_match_replace8 search.")
     vector_transpose_max: int = param(
-        32, "elements", "ISA: nki.isa.nc_transpose, Vector Engine handles [32, 32] or smaller",
+        32, (1, 128), "elements", "ISA: nki.isa.nc_transpose, Vector Engine handles [32, 32] or smaller",
         "Largest partition and free size of an nc_transpose on the Vector engine.")
 
     # --- Derived quantities ---
@@ -359,9 +367,10 @@ def _checked(f: dataclasses.Field, value: Any) -> Any:
             value = math.inf
         if not math.isfinite(value):
             raise ConfigError(f"{name} = {value!r}: must be a finite number")
-    if value < 0 or (value == 0 and not f.metadata["zero_ok"]):
-        rule = "must not be negative" if f.metadata["zero_ok"] else "must be positive"
-        raise ConfigError(f"{name} = {_format(value, f.metadata['unit'])}: {rule}")
+    lo, hi = f.metadata["valid"]
+    if not lo <= value <= hi:
+        raise ConfigError(f"{name} = {_format(value, f.metadata['unit'])}: outside its valid range,"
+                          f" {valid_range(name)}", notes=("`ncsim config` shows every parameter's range",))
     return value
 
 
@@ -369,13 +378,18 @@ def _checked_table(name: str, value: Any) -> EfficiencyTable:
     example = "e.g. [[32, 0.015], [8192, 1.0]]"
     if not isinstance(value, list | tuple) or not value:
         raise ConfigError(f"{name} = {value!r}: must be a non-empty list of [bytes, fraction] pairs, {example}")
+    if len(value) > TABLE_POINTS_MAX:
+        raise ConfigError(f"{name}: {len(value)} points; at most {TABLE_POINTS_MAX}")
+    lo, hi = _FIELDS[name].metadata["valid"]
     table = []
     for point in value:
         if not isinstance(point, list | tuple) or len(point) != 2:
             raise ConfigError(f"{name}: point {point!r} is not a [bytes, fraction] pair, {example}")
         size, fraction = point
-        if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size <= 0:
+        if isinstance(size, bool) or not isinstance(size, numbers.Integral):
             raise ConfigError(f"{name}: point {list(point)!r}: bytes must be a positive integer")
+        if not lo <= size <= hi:
+            raise ConfigError(f"{name}: point {list(point)!r}: bytes outside the valid range, {valid_range(name)}")
         if isinstance(fraction, bool) or not isinstance(fraction, numbers.Real) or not 0 < fraction <= 1:
             raise ConfigError(f"{name}: point {list(point)!r}: the fraction must be a number in (0, 1]")
         table.append((int(size), float(fraction)))
@@ -459,26 +473,33 @@ def _unknown(name: str) -> ConfigError:
     return ConfigError(f"unknown parameter {name!r}{hint}", notes=notes)
 
 
-def load_config(toml_path: str | None = None, sets: Iterable[str] = ()) -> Config:
-    """The defaults, then the parameters of a TOML file, then `key=value` overrides, later ones winning.
+def load_config(toml_path: str | Sequence[str] | None = None, sets: Iterable[str] = ()) -> Config:
+    """The defaults, then the parameters of a TOML file (or of several, in order), then `key=value`
+    overrides, later ones winning.
 
     All overrides are applied together, so two parameters that must agree (PSUM size and banks) can
-    change at once.
+    change at once. Every value is checked against its parameter's range before anything uses it.
     """
     overrides: dict[str, Any] = {}
-    if toml_path is not None:
+    for path in [toml_path] if isinstance(toml_path, str) else toml_path or ():
         try:
-            with open(toml_path, "rb") as fh:
-                data = tomllib.load(fh)
+            with open(path, "rb") as fh:
+                raw = fh.read()
         except OSError as e:
-            raise ConfigError(f"cannot read the configuration file: {e.strerror}", file=toml_path) from None
+            raise ConfigError(f"cannot read the configuration file: {e.strerror}", file=path) from None
+        try:
+            data = tomllib.loads(raw.decode("utf-8-sig"))  # TOML is UTF-8; a byte-order mark is let pass
+        except UnicodeDecodeError as e:
+            line = raw.count(b"\n", 0, e.start) + 1
+            raise ConfigError(f"not UTF-8 text: byte {e.start} (line {line}) is 0x{raw[e.start]:02x}; a TOML"
+                              " file must be UTF-8", file=path) from None
         except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"invalid TOML: {e}", file=toml_path) from None
+            raise ConfigError(f"invalid TOML: {e}", file=path) from None
         for name, value in data.items():
             try:
                 overrides[name] = _convert(name, value)
             except ConfigError as e:
-                raise ConfigError(e.message, file=toml_path, notes=e.notes) from None
+                raise ConfigError(e.message, file=path, notes=e.notes) from None
     for text in sets:
         name, sep, value = (part.strip() for part in text.partition("="))
         if not sep or not name or not value:
@@ -496,7 +517,7 @@ def load_config(toml_path: str | None = None, sets: Iterable[str] = ()) -> Confi
 def _format(value: Any, unit: str) -> str:
     """A value with its unit, as a person writes it: 192 KiB, 2.8 GHz, 410 GB/s, 4x."""
     if unit == "B":
-        for size, suffix in ((GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB")):
+        for size, suffix in ((TiB, "TiB"), (GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB")):
             if value >= size and value % size == 0:
                 return f"{value // size} {suffix}"
         return f"{value} B"
@@ -518,33 +539,46 @@ def _show(config: Config, name: str) -> str:
     return _format(getattr(config, name), _FIELDS[name].metadata["unit"])
 
 
+def valid_range(name: str) -> str:
+    """Parameter `name`'s valid range in words: "1 to 128", "0 to 1 MiB", "100 MB/s to 100 TB/s"."""
+    f = _FIELDS[name]
+    unit = f.metadata["unit"]
+    lo, hi = (type(f.default)(v) if isinstance(f.default, int | float) else int(v) for v in f.metadata["valid"])
+    if unit == "B -> fraction":
+        return f"{_format(lo, 'B')} to {_format(hi, 'B')} per point"  # the range bounds each point's bytes
+    if unit in ("B", "Hz", "B/s", "x"):  # each end in its own scale: 1 MHz to 100 GHz
+        return f"{_format(lo, unit)} to {_format(hi, unit)}"
+    return f"{lo:,} to {hi:,}" + ("" if unit == "count" else f" {unit}")
+
+
 def describe(config: Config) -> str:
-    """A table of every parameter (name, value, source) and every derived quantity (name, value,
-    formula). A '*' marks values that differ from the default."""
-    rows = []  # (mark, name, value, source)
+    """A table of every parameter (name, value, valid range, source) and every derived quantity (name,
+    value, formula). A '*' marks values that differ from the default."""
+    rows = []  # (mark, name, value, range, source)
     for name, f in _FIELDS.items():
         mark = "*" if getattr(config, name) != getattr(DEFAULT, name) else " "
-        rows.append((mark, name, _show(config, name), f.metadata["source"]))
+        rows.append((mark, name, _show(config, name), valid_range(name), f.metadata["source"]))
     rows.append(None)
     for name, (unit, formula) in _DERIVED.items():
         mark = "*" if getattr(config, name) != getattr(DEFAULT, name) else " "
-        rows.append((mark, name, _format(getattr(config, name), unit), f"= {formula}"))
+        rows.append((mark, name, _format(getattr(config, name), unit), "", f"= {formula}"))
 
     name_width = max(len(name) for name in (*_FIELDS, *_DERIVED))
-    value_width = 16  # longer values (the DMA efficiency table) put their source on the next line
+    value_width = 16  # longer values (the DMA efficiency table) put their range and source on the next line
+    range_width = max(len(row[3]) for row in rows if row is not None)
     # the source keys (ARCH, ISA, ...) name public pages, listed with each figure in docs/hardware.md
-    lines = [f"  {'parameter':<{name_width}}  {'value':<{value_width}}  source (keys: docs/hardware.md#sources)"]
+    lines = [f"  {'parameter':<{name_width}}  {'value':<{value_width}}  {'valid range':<{range_width}}  source (keys: docs/hardware.md#sources)"]
     for row in rows:
         if row is None:
             lines.append("")
-            lines.append(f"  {'derived':<{name_width}}  {'':<{value_width}}  formula")
+            lines.append(f"  {'derived':<{name_width}}  {'':<{value_width}}  {'':<{range_width}}  formula")
             continue
-        mark, name, value, source = row
+        mark, name, value, valid, source = row
         if len(value) <= value_width:
-            lines.append(f"{mark} {name:<{name_width}}  {value:<{value_width}}  {source}")
+            lines.append(f"{mark} {name:<{name_width}}  {value:<{value_width}}  {valid:<{range_width}}  {source}")
         else:
             lines.append(f"{mark} {name:<{name_width}}  {value}")
-            lines.append(f"  {'':<{name_width}}  {'':<{value_width}}  {source}")
+            lines.append(f"  {'':<{name_width}}  {'':<{value_width}}  {valid:<{range_width}}  {source}")
     if any(row is not None and row[0] == "*" for row in rows):
         lines.append("* differs from the default")
     return "\n".join(lines)

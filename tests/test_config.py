@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ncsim.config import DEFAULT, ENGINES, SOURCE_KEYS, Config, GiB, KiB, MiB, describe, load_config
+from ncsim.config import (
+    DEFAULT,
+    ENGINES,
+    SOURCE_KEYS,
+    Config,
+    GiB,
+    KiB,
+    MiB,
+    describe,
+    load_config,
+    valid_range,
+)
 from ncsim.errors import ConfigError
 
 FIELDS = dataclasses.fields(Config)
@@ -222,13 +234,86 @@ def test_derived_quantities_cannot_be_set():
         ("dma_efficiency_table", [[32, 1.5]], "(0, 1]"),
         ("dma_efficiency_table", [[64, 0.5], [32, 0.6]], "increase"),
         ("dma_efficiency_table", [[32, 0.5], [64, 0.4]], "must not fall"),
-        ("dma_engines", 0, "positive"),
-        ("sbuf_reserved_bytes", -1, "negative"),
+        ("dma_engines", 0, "outside its valid range, 1 to 128"),
+        ("sbuf_reserved_bytes", -1, "outside its valid range, 0 B to 1 MiB"),
+        ("dma_efficiency_table", [[2 * GiB, 1.0]], "outside the valid range, 1 B to 1 GiB per point"),
+        ("dma_efficiency_table", [[2**i, 1.0] for i in range(1, 66)], "at most 64"),
     ],
 )
 def test_bad_value_names_the_parameter_and_the_rule(name, value, expected):
     message = config_error(DEFAULT.with_overrides, {name: value})
     assert name in message and expected in message
+
+
+def out_of_range(f: dataclasses.Field) -> tuple[object, object]:
+    """A value just below the parameter's valid range and one just above it."""
+    lo, hi = f.metadata["valid"]
+    if isinstance(f.default, tuple):  # the table: its range bounds each point's bytes
+        return [[lo - 1, 1.0]], [[hi + 1, 1.0]]
+    if isinstance(f.default, int):
+        return lo - 1, hi + 1
+    return lo * 0.999, hi * 1.001
+
+
+@pytest.mark.parametrize("field", FIELDS, ids=lambda f: f.name)
+def test_every_parameter_has_a_finite_range_holding_its_default(field):
+    lo, hi = field.metadata["valid"]
+    assert math.isfinite(lo) and math.isfinite(hi) and 0 <= lo < hi
+    if isinstance(field.default, tuple):
+        assert all(lo <= size <= hi for size, _ in field.default)
+    else:
+        assert lo <= field.default <= hi
+        assert type(lo)(field.default) == field.default  # an int range for an int parameter
+
+
+@pytest.mark.parametrize("field", FIELDS, ids=lambda f: f.name)
+def test_values_outside_the_range_are_refused_with_the_range(field):
+    below, above = out_of_range(field)
+    for value in (below, above):
+        message = config_error(DEFAULT.with_overrides, {field.name: value})
+        assert field.name in message and "valid range" in message, message
+        assert valid_range(field.name) in message, message
+        message = config_error(load_config, sets=[f"{field.name}={value}"])  # and as the CLI reads them
+        assert valid_range(field.name) in message, message
+
+
+@pytest.mark.parametrize("field", FIELDS, ids=lambda f: f.name)
+def test_ncsim_config_shows_each_range(field):
+    line = next(ln for ln in describe(DEFAULT).splitlines() if ln.startswith(f"  {field.name} "))
+    if isinstance(field.default, tuple):  # its value is long: range and source on the next line
+        lines = describe(DEFAULT).splitlines()
+        line = lines[lines.index(line) + 1]
+    assert valid_range(field.name) in line
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("pmax", "64000000"), ("sbuf_partition_bytes", "1e12"), ("dma_engines", "1e9"),
+    ("dma_queues_per_engine", "1e9"), ("semaphores", "1000000000"), ("hbm_bandwidth", "1e-30"),
+    ("dma_latency_ns", "1e18"), ("psum_partition_bytes", "1e12"),
+])
+def test_the_issues_absurd_values_are_refused_at_once(name, value):
+    message = config_error(load_config, sets=[f"{name}={value}"])
+    assert f"{name} = " in message and "outside its valid range" in message
+
+
+def test_a_second_file_merges_over_the_first(tmp_path):
+    (tmp_path / "a.toml").write_text("dma_engines = 8\nhbm_bandwidth = 820e9\n")
+    (tmp_path / "b.toml").write_text("dma_engines = 4\n")
+    config = load_config([str(tmp_path / "a.toml"), str(tmp_path / "b.toml")], ["hbm_bandwidth=100e9"])
+    assert (config.dma_engines, config.hbm_bandwidth) == (4, 100e9)
+
+
+def test_a_file_that_is_not_utf8_is_named(tmp_path):
+    path = tmp_path / "latin1.toml"
+    path.write_bytes("# r\xe9glages\ndma_engines = 8\n".encode("latin-1"))
+    message = config_error(load_config, str(path))
+    assert str(path) in message and "not UTF-8" in message and "line 1" in message
+
+
+def test_a_byte_order_mark_is_accepted(tmp_path):
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b"\xef\xbb\xbfdma_engines = 8\n")
+    assert load_config(str(path)).dma_engines == 8
 
 
 def test_constructing_with_a_wrong_type_is_refused():
@@ -317,3 +402,10 @@ def test_describe_marks_what_differs_from_the_default():
     # psum_num_banks moves the derived bank size and the limits built on it
     assert marked == {"hbm_bandwidth", "psum_num_banks", "psum_bank_bytes", "psum_fmax", "gemm_moving_fmax"}
     assert "820 GB/s" in text
+
+
+def test_docs_running_lists_every_range():
+    """docs/running.md's table of ranges is the code's, row for row."""
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "running.md").read_text()
+    table = doc.split("| parameter | valid range |\n|---|---|\n")[1].split("\n\n")[0].splitlines()
+    assert table == [f"| `{f.name}` | {valid_range(f.name)} |" for f in FIELDS]
