@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from pathlib import Path
 
 from ncsim.asm.assembler import Assembler
 from ncsim.cli import main
+from ncsim.config import SOURCE_KEYS, Config
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,3 +49,58 @@ def test_readme_report_example_is_what_giou_prints(monkeypatch, capsys):
     example = example.split("```")[0]
     lines = [ln for ln in out.splitlines() if not ln.startswith("simulated ")]  # host times vary
     assert example.rstrip("\n").splitlines() == [ln.replace("/dev/null", "programs/giou.npz") for ln in lines]
+
+
+# --- docs/hardware.md: the hardware facts live in the repository, and code cites them there ---
+
+HARDWARE = ROOT / "docs" / "hardware.md"
+CITED = ("ncsim", "docs", "programs", "tests", "tools")  # plus the top-level files below
+TOP_FILES = ("README.md", "Makefile", "pyproject.toml")
+TEXT_SUFFIXES = {".py", ".md", ".s", ".toml", ".txt", ".cfg", ".json"}
+ANCHOR = re.compile(r'<a id="([a-z0-9-]+)"></a>')
+CITATION = re.compile(r"hardware\.md#([A-Za-z0-9_-]+)")
+
+
+def _repo_text_files() -> list[Path]:
+    files = [ROOT / name for name in TOP_FILES if (ROOT / name).exists()]
+    for top in CITED:
+        files += [p for p in (ROOT / top).rglob("*")
+                  if p.is_file() and p.suffix in TEXT_SUFFIXES and "__pycache__" not in p.parts]
+    return sorted(files)
+
+
+def test_no_file_cites_the_spec_outside_the_repository():
+    """The old spec lived beside the repository, in the steering directory, and was cited by section
+    sign; a clone has none of it. Cite docs/hardware.md#<anchor> instead."""
+    outside = "../" + "shared"  # split so that this file does not match itself
+    section = "\u00a7"
+    old_path = "spec/" + "neuroncore"
+    offenders = []
+    for path in _repo_text_files():
+        text = path.read_text(errors="replace")
+        for n, line in enumerate(text.splitlines(), 1):
+            if outside in line or section in line or old_path in line:
+                offenders.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert not offenders, "cite docs/hardware.md#<anchor> instead of the spec:\n" + "\n".join(offenders)
+
+
+def test_every_hardware_md_citation_names_an_anchor_that_exists():
+    anchors = set(ANCHOR.findall(HARDWARE.read_text()))
+    assert {"sources", "engines", "clocks", "sync", "sbuf", "psum", "hbm", "dma", "cost", "numerics"} <= anchors
+    missing = []
+    for path in _repo_text_files():
+        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            missing += [f"{path.relative_to(ROOT)}:{n}: #{a}" for a in CITATION.findall(line) if a not in anchors]
+    assert not missing, "docs/hardware.md has no such anchor:\n" + "\n".join(missing)
+
+
+def test_hardware_md_names_every_source_key_and_indexes_every_parameter():
+    text = HARDWARE.read_text()
+    for key in SOURCE_KEYS:
+        assert f"\n| {key} | " in text, f"docs/hardware.md#sources does not define the source key {key}"
+    index = text.split('<a id="parameters"></a>')[1]
+    unindexed = [f.name for f in dataclasses.fields(Config) if f"`{f.name}`" not in index]
+    assert not unindexed, f"docs/hardware.md#parameters does not list {unindexed}"
+    # and the prose says where each figure comes from: every parameter is named above the index too
+    body = text.split('<a id="parameters"></a>')[0]
+    assert not [f.name for f in dataclasses.fields(Config) if f"`{f.name}`" not in body]
