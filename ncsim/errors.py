@@ -23,6 +23,24 @@ class SourceLoc:
         return f"{self.file}:{self.line}:{self.col}"
 
 
+MAX_SHOWN = 200  # a source line longer than this is shown as a window around the error's column
+WINDOW = 120  # characters of the line in that window
+ELLIPSIS = "..."
+
+
+def shown_window(text: str, col: int) -> tuple[str, int, int]:
+    """The part of a source line an error shows, the error's column in it and the column after the
+    last character of source it shows: the whole line up to MAX_SHOWN characters, else WINDOW
+    characters around `col` marked with "..." where cut."""
+    if len(text) <= MAX_SHOWN:
+        return text, col, len(text) + 1
+    start = max(0, min(col - 1 - WINDOW // 2, len(text) - WINDOW))
+    end = min(len(text), start + WINDOW)
+    head = ELLIPSIS if start > 0 else ""
+    tail = ELLIPSIS if end < len(text) else ""
+    return head + text[start:end] + tail, col - start + len(head), end - start + len(head) + 1
+
+
 class NcsimError(Exception):
     """An error in the user's input, with where it happened and the rule it broke.
 
@@ -37,6 +55,7 @@ class NcsimError(Exception):
         file: str | None = None,
         offset: int | None = None,
         notes: tuple[str, ...] = (),
+        included_from: tuple[SourceLoc, ...] = (),
     ):
         super().__init__(message)
         self.message = message
@@ -44,14 +63,16 @@ class NcsimError(Exception):
         self.file = file if file is not None else (loc.file if loc else None)
         self.offset = offset
         self.notes = tuple(notes)
+        self.included_from = tuple(included_from)  # the .include lines that led to `loc`, innermost first
 
     def at(self, loc: SourceLoc) -> NcsimError:
         """The same error placed at `loc`, if it had no place yet."""
         if self.loc is not None:
             return self
-        return type(self)(self.message, loc, offset=self.offset, notes=self.notes)
+        return type(self)(self.message, loc, offset=self.offset, notes=self.notes, included_from=self.included_from)
 
     def format(self) -> str:
+        chain = [f"in file included from {where.file}:{where.line}" for where in self.included_from]
         if self.loc is not None:
             head = f"{self.loc}: error: {self.message}"
         elif self.file is not None and self.offset is not None:
@@ -60,13 +81,13 @@ class NcsimError(Exception):
             head = f"{self.file}: error: {self.message}"
         else:
             head = f"error: {self.message}"
-        lines = [head]
+        lines = [*chain, head]
         if self.loc is not None and self.loc.text:
-            text = self.loc.text.rstrip("\n").expandtabs(1)
+            text, col, stop = shown_window(self.loc.text.rstrip("\n").expandtabs(1), self.loc.col)
             gutter = f"{self.loc.line:>5} | "
             lines.append(gutter + text)
-            width = max(1, min(self.loc.length, len(text) - self.loc.col + 1))
-            lines.append(" " * (len(gutter) - 2) + "| " + " " * (self.loc.col - 1) + "^" + "~" * (width - 1))
+            width = max(1, min(self.loc.length, stop - col))
+            lines.append(" " * (len(gutter) - 2) + "| " + " " * (col - 1) + "^" + "~" * (width - 1))
         lines.extend(f"  note: {n}" for n in self.notes)
         return "\n".join(lines)
 

@@ -14,6 +14,9 @@ instruction. Directives of this layer:
     .for VAR in START..STOP [step S]      repeat the lines up to the matching .end, VAR = START, ...
     .end                                  (STOP excluded), unrolled at assembly time: each body line
                                           is parsed once for all iterations (ncsim.asm.template)
+    .if EXPR / .elif EXPR / .else / .end  the lines of the first branch whose integer expression is
+                                          nonzero (or of .else); inside a loop the condition may use
+                                          its variables (the template splits the iterations by it)
     .include "PATH"                       the lines of another file (relative to this one)
     .sync auto|manual                     auto (the default): the assembler inserts the semaphore waits
                                           and signals between engines (ncsim.asm.sync); manual: the
@@ -57,9 +60,10 @@ HBM_KINDS = ("in", "out", "inout", "scratch")
 MAX_INSTRUCTIONS = 20_000_000  # a guard against loops that unroll without end
 MAX_LOOP_TRIPS = 20_000_000  # and against loops that unroll nothing, for ever
 MAX_INCLUDE_DEPTH = 16
-MAX_LOOP_DEPTH = 64  # .for loops nest at most this deep
+MAX_LOOP_DEPTH = 64  # .for loops and .if blocks nest at most this deep (together)
 MAX_TENSOR_DIMS = 8  # the object file's tensor table holds up to 8 dimensions
 UINT32_MAX = 2**32 - 1
+BLOCKS = ("for", "if", "end")  # the directives that open and close blocks (.else and .elif split an .if)
 RESERVED = {"sbuf", "psum", "hbm", "none", "true", "false", "inf", "nan"}
 
 
@@ -71,6 +75,7 @@ class LanguageEnv(ParseEnv):
         self.tensors: dict[str, TensorEntry] = {}
         self.sems: dict[str, int] = {}
         self.raw_sems: set[int] = set()  # semaphores the program writes by number (sN)
+        self.broadcasts: list[tuple[Token, AccessPattern]] = []  # .broadcast_to views of the current line
 
     def tensor_operand(self, cur: Cursor) -> AccessPattern | None:
         tok = cur.peek()
@@ -78,7 +83,7 @@ class LanguageEnv(ParseEnv):
         if t is None:
             return None
         cur.next()
-        return tensor_view(cur, self.names, t, tok)
+        return tensor_view(cur, self.names, t, tok, self.broadcasts)
 
     def semaphore(self, cur: Cursor) -> int | None:
         tok = cur.peek()
@@ -193,6 +198,7 @@ class Assembler:
         self.file_numbers: dict[int, str] = {}
         self.next_loc: tuple[int, int, int] | None = None
         self.include_stack: list[Path] = []
+        self.kernel_line: Line | None = None  # the .kernel directive, once seen
         self.loop_trips = 0  # iterations unrolled so far, against MAX_LOOP_TRIPS
         self.queues: dict[tuple[str, object, object], int] = {}  # auto_queue's choices
 
@@ -204,13 +210,13 @@ class Assembler:
         return self.program.to_object()
 
     def assemble_lines(self, text: str, filename: str) -> None:
-        lines = [Line(filename, n, raw) for n, raw in enumerate(text.splitlines(), start=1)]
+        lines = source_lines(text, filename)
         self.include_stack.append(Path(filename).resolve())
         self.run(lines)
         self.include_stack.pop()
 
     def run(self, lines: list[Line]) -> None:
-        """Assemble a block of lines, unrolling .for loops and following .include."""
+        """Assemble a block of lines, unrolling .for loops, taking .if branches and following .include."""
         i = 0
         while i < len(lines):
             line = lines[i]
@@ -218,17 +224,28 @@ class Assembler:
             if cur.at_end():
                 i += 1
                 continue
-            if cur.at(".") and cur.peek(1).text == "for":
+            word = cur.peek(1).text if cur.at(".") else ""
+            if word == "for":
                 end = self.matching_end(lines, i)
                 if not self.template_loop(lines, i, end):
                     self.run_loop(line, lines[i + 1:end])
                 i = end + 1
                 continue
-            if cur.at(".") and cur.peek(1).text == "end":
-                raise line.error("'.end' without a '.for' to close", cur.peek(1))
-            if cur.at(".") and cur.peek(1).text == "include":
+            if word == "if":
+                end = self.matching_end(lines, i)
+                for cond, lo, hi in self.if_branches(lines, i, end):
+                    if cond is None or self.condition(cond) != 0:
+                        self.run(lines[lo:hi])
+                        break
+                i = end + 1
+                continue
+            if word == "end":
+                raise line.error("'.end' without a '.for' or '.if' to close", cur.peek(1))
+            if word in ("else", "elif"):
+                raise line.error(f"'.{word}' without an '.if'", cur.peek(1))
+            if word == "include":
                 self.include(line, cur)
-            elif cur.at("."):
+            elif word:
                 self.directive(line, cur)
             else:
                 self.instruction(line, cur)
@@ -236,17 +253,51 @@ class Assembler:
 
     @staticmethod
     def matching_end(lines: list[Line], start: int) -> int:
+        """The index of the `.end` that closes the `.for` or `.if` at lines[start]."""
         depth = 0
         for j in range(start, len(lines)):
             toks = lines[j].tokens
-            if len(toks) > 1 and toks[0].is_(".") and toks[1].text in ("for", "end"):
-                depth += 1 if toks[1].text == "for" else -1
+            if len(toks) > 1 and toks[0].is_(".") and toks[1].text in BLOCKS:
+                depth += 1 if toks[1].text != "end" else -1
                 if depth > MAX_LOOP_DEPTH:
-                    raise lines[j].error(f"nesting too deep: .for loops nest at most {MAX_LOOP_DEPTH} levels",
-                                         toks[1])
+                    raise lines[j].error(f"nesting too deep: .for loops and .if blocks nest at most {MAX_LOOP_DEPTH}"
+                                         " levels", toks[1])
                 if depth == 0:
                     return j
-        raise lines[start].error("this '.for' has no matching '.end'", lines[start].tokens[1])
+        raise lines[start].error(f"this '.{lines[start].tokens[1].text}' has no matching '.end'",
+                                 lines[start].tokens[1])
+
+    @staticmethod
+    def if_branches(lines: list[Line], start: int, end: int) -> list[tuple[Line | None, int, int]]:
+        """The branches of the `.if` block lines[start..end]: (the `.if` or `.elif` line whose condition
+        chooses it, or None for `.else`; the first and past-the-last line of its body)."""
+        branches: list[tuple[Line | None, int, int]] = []
+        cond: Line | None = lines[start]
+        lo = start + 1
+        depth = 0
+        for j in range(start + 1, end):
+            toks = lines[j].tokens
+            if len(toks) < 2 or not toks[0].is_("."):
+                continue
+            word = toks[1].text
+            if word in BLOCKS:
+                depth += 1 if word != "end" else -1
+            elif word in ("else", "elif") and depth == 0:
+                if cond is None:
+                    raise lines[j].error(f"'.{word}' after this block's '.else'", toks[1])
+                branches.append((cond, lo, j))
+                if word == "else":
+                    Cursor(lines[j], 2).expect_end("after .else")
+                cond, lo = (lines[j] if word == "elif" else None), j + 1
+        branches.append((cond, lo, end))
+        return branches
+
+    def condition(self, line: Line) -> int:
+        """The value of an `.if` or `.elif` line's condition (nonzero is true; lanes in templates)."""
+        cur = Cursor(line, 2)
+        value = parse_int(cur, self.env.names, "a condition (an integer expression)")
+        cur.expect_end(f"after the .{line.tokens[1].text} condition")
+        return value
 
     def loop_header(self, line: Line) -> tuple[Token, int, int, int]:
         """The loop variable's token, start, stop and step of a `.for` line (values may be lanes)."""
@@ -294,7 +345,7 @@ class Assembler:
         (`ncsim.asm.template`); False if it must be unrolled one iteration at a time instead."""
         if self.next_loc is not None:
             return False
-        tree = template.loop_tree(lines, i, end, self.matching_end)
+        tree = template.loop_tree(lines, i, end, self)
         if tree is None:
             return False
         saved = (dict(self.env.names), dict(self.queues), self.loop_trips)
@@ -329,7 +380,11 @@ class Assembler:
                             path_tok) from None
         rel = str(Path(line.file).parent / string_value(path_tok))
         self.include_stack.append(path)
-        self.run([Line(rel, n, raw) for n, raw in enumerate(text.splitlines(), start=1)])
+        try:
+            self.run(source_lines(text, rel))
+        except AsmError as e:
+            e.included_from += (line.loc(),)  # the chain, innermost first, as the error leaves each file
+            raise
         self.include_stack.pop()
 
     def directive(self, line: Line, cur: Cursor) -> None:
@@ -347,7 +402,11 @@ class Assembler:
 
     def parse_instruction(self, line: Line, cur: Cursor) -> Instruction:
         """An instruction line parsed and checked against the rules (its values may be lanes)."""
+        self.env.broadcasts.clear()
         instr = parse_instruction(line, cur, self.env)
+        for tok, ap in self.env.broadcasts:
+            if instr.mnemonic != "dma_copy" or instr.operands["src"] is not ap:
+                raise line.error("broadcast_to is for the source of a dma_copy (src), which reads HBM", tok)
         if instr.mnemonic == "dma_copy" and "queue" not in instr.given and self.program.sync == "auto":
             instr = dataclasses.replace(instr, operands={**instr.operands, "queue": self.auto_queue(instr)})
         check_instruction(instr, self.config)
@@ -374,7 +433,12 @@ class Assembler:
 
     # ---------------------------------------------------------------- directives
     def d_kernel(self, line: Line, cur: Cursor) -> None:
+        if self.kernel_line is not None:
+            first = self.kernel_line
+            raise cur.error(f"a second .kernel: the kernel is named '{self.program.kernel}' by the .kernel at"
+                            f" {first.file}:{first.lineno}", line.tokens[1])
         self.program.kernel = cur.expect_ident("the kernel's name").text
+        self.kernel_line = line
 
     def declare(self, cur: Cursor) -> Token:
         tok = cur.expect_ident("a name")
@@ -518,6 +582,12 @@ class Assembler:
         if not lo <= value <= hi:
             raise cur.error(f"{what} must be in {lo}..{hi}, not {value}", tok)
         return value
+
+
+def source_lines(text: str, filename: str) -> list[Line]:
+    """The lines of a source file; a UTF-8 byte-order mark at its start (some Windows editors write
+    one) is no part of the first line."""
+    return [Line(filename, n, raw) for n, raw in enumerate(text.removeprefix("\ufeff").splitlines(), start=1)]
 
 
 def _identifier(stem: str) -> str:

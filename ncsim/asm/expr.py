@@ -1,9 +1,13 @@
 """Assembly-time integer expressions and numeric literals.
 
 Integers: literals (decimal, 0x hex, 0b binary, '_' separators), names bound in the environment
-(constants and loop variables), + - * // / % ** and parentheses, unary minus, and one comparison
-(== != < <= > >=) that gives 1 or 0, e.g. `accumulate=k > 0`. '/' is exact division:
-it is an error when it leaves a remainder, so that a slice never silently rounds.
+(constants and loop variables), parentheses, and C's operators in C's order of precedence, from
+the tightest: unary `- + !`, then `**` (which binds tighter than a unary minus on its left, as in
+Python: -2**2 is -4), `* / // %`, `+ -`, the comparisons `< <= > >= == !=`, `&&`, `||`.
+Comparisons and the logical operators give 1 or 0 (`accumulate=k > 0`, `.if i % 2 == 0 && j > 0`);
+both sides of `&&` and `||` are always evaluated. A comparison takes one operator: `a < b < c`
+means different things in C and Python, so it is refused (write `a < b && b < c`).
+'/' is exact division: it is an error when it leaves a remainder, so that a slice never silently rounds.
 """
 
 from __future__ import annotations
@@ -47,14 +51,40 @@ def _truth(value: object) -> object:
 
 
 def parse_int(cur: Cursor, env: Env | None = None, what: str = "an integer") -> int:
-    """An integer expression; the cursor stops at the first token that cannot continue it.
-    A comparison (k > 0) gives 1 or 0."""
-    env = env or {}
+    """An integer expression; the cursor stops at the first token that cannot continue it."""
+    return _or(cur, env or {}, what)
+
+
+def _or(cur: Cursor, env: Env, what: str) -> int:
+    value = _and(cur, env, what)
+    while cur.at("||"):
+        cur.next()
+        rhs = _and(cur, env, what)
+        value = _truth(value != 0) | _truth(rhs != 0)
+    return value
+
+
+def _and(cur: Cursor, env: Env, what: str) -> int:
+    value = _compare(cur, env, what)
+    while cur.at("&&"):
+        cur.next()
+        rhs = _compare(cur, env, what)
+        value = _truth(value != 0) & _truth(rhs != 0)
+    return value
+
+
+def _compare(cur: Cursor, env: Env, what: str) -> int:
+    """A sum, or one comparison of two sums (relational and equality operators alike: see the
+    module's docstring for why they do not chain)."""
     value = _sum(cur, env, what)
     tok = cur.peek()
     if tok.kind == "punct" and tok.text in _COMPARE:
         cur.next()
         value = _truth(_COMPARE[tok.text](value, _sum(cur, env, what)))
+        again = cur.peek()
+        if again.kind == "punct" and again.text in _COMPARE:
+            raise cur.error(f"comparisons do not chain ('{tok.text}' then '{again.text}'): use parentheses, or &&"
+                            " between two comparisons", again)
     return value
 
 
@@ -97,11 +127,16 @@ def _term(cur: Cursor, env: Env, what: str) -> int:
 
 
 def _unary(cur: Cursor, env: Env, what: str) -> int:
-    negative = False
-    while cur.at("-") or cur.at("+"):  # a loop, not recursion: '- - - x' may be long
-        negative ^= cur.next().text == "-"
+    ops = []
+    while cur.at("-") or cur.at("+") or cur.at("!"):  # a loop, not recursion: '- - - x' may be long
+        ops.append(cur.next().text)
     value = _power(cur, env, what)
-    return -value if negative else value
+    for op in reversed(ops):  # the innermost (rightmost) operator first
+        if op == "-":
+            value = -value
+        elif op == "!":
+            value = _truth(value == 0)
+    return value
 
 
 def _power(cur: Cursor, env: Env, what: str) -> int:
@@ -149,7 +184,7 @@ def _atom(cur: Cursor, env: Env, what: str) -> int:
         cur.next()
         cur.parens = depth + 1
         try:
-            value = _sum(cur, env, what)
+            value = _or(cur, env, what)
         finally:
             cur.parens = depth
         cur.expect(")", "to close the parenthesis")

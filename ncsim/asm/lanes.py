@@ -152,6 +152,11 @@ class Lanes:
 
     __rand__ = __and__
 
+    def __or__(self, o: Any) -> Lanes | int:
+        return lanes(self.v | _arr(o))
+
+    __ror__ = __or__
+
     # -- comparisons: a bool when every lane agrees, else a LaneBool
     def _cmp(self, o: Any, op: Callable[[Any, Any], Any]) -> LaneBool | bool:
         if isinstance(o, int) and not isinstance(o, bool) and not -(2**62) < o < 2**62:

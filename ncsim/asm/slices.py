@@ -6,6 +6,12 @@ dimension, and (as in numpy) a stop past the end is clamped. On chip, index 0 se
 a contiguous range (no striding across partitions). Every other index becomes a free dimension of
 [step, count] (an integer index drops its dimension). When a view needs more free dimensions than
 the hardware has, adjacent ones that are contiguous in memory are merged.
+
+A view of an HBM tensor may end in `.broadcast_to(d0, d1, ...)`: the view repeated to that shape
+by numpy's broadcasting rules (new leading dimensions, and dimensions of size 1 stretched), each
+repeat a step of 0, which a DMA reads from HBM as often as asked. `b[0, :].broadcast_to(128, 512)`
+is one HBM row for each of 128 partitions, NKI's `broadcast_to` of a row onto the partition
+dimension. The assembler accepts it only as a dma_copy's source.
 """
 
 from __future__ import annotations
@@ -67,8 +73,10 @@ def parse_index(cur: Cursor, env: Env, dim: int, size: int) -> tuple[int, int, i
     return start, stop, step
 
 
-def tensor_view(cur: Cursor, env: Env, t: TensorEntry, name_tok: Token) -> AccessPattern:
-    """The access pattern of `t` or `t[...]` (the cursor is after the name)."""
+def tensor_view(cur: Cursor, env: Env, t: TensorEntry, name_tok: Token,
+                broadcasts: list[tuple[Token, AccessPattern]] | None = None) -> AccessPattern:
+    """The access pattern of `t`, `t[...]` or either with `.broadcast_to(...)` (the cursor is after
+    the name); each broadcast is appended to `broadcasts` with its token, for the caller's rules."""
     shape = t.shape
     indices: list[tuple[int, int, int] | int] = []
     if cur.accept("["):
@@ -105,13 +113,58 @@ def tensor_view(cur: Cursor, env: Env, t: TensorEntry, name_tok: Token) -> Acces
             dims.append((step * stride, span_count(start, stop, step)))
     if not dims:
         dims = [(1, 1)]
+    if cur.at(".") and cur.peek(1).is_("broadcast_to"):
+        cur.next()
+        tok = cur.next()
+        if memory != Memory.HBM:
+            raise cur.error(f"'{t.name}' is in {memory.label}: broadcast_to repeats an HBM view (a DMA's source)", tok)
+        dims = broadcast_dims(cur, env, dims)
+    else:
+        tok = None
     limit = MAX_HBM_DIMS if memory == Memory.HBM else MAX_FREE_DIMS
     dims = merge_dims(dims, limit)
     if len(dims) > limit:
         raise cur.error(f"this view of '{t.name}' needs {len(dims)} free dimensions; {memory.label} access"
                         f" patterns have at most {limit}", name_tok)
-    return AccessPattern(memory, t.dtype, partition, partitions,
-                         t.address + offset_elems * t.dtype.itemsize, tuple(dims))
+    ap = AccessPattern(memory, t.dtype, partition, partitions, t.address + offset_elems * t.dtype.itemsize,
+                       tuple(dims))
+    if tok is not None and broadcasts is not None:
+        broadcasts.append((tok, ap))
+    return ap
+
+
+def broadcast_dims(cur: Cursor, env: Env, dims: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The dimensions of a view after `(d0, d1, ...)` (the cursor is on the '('), by numpy's rules
+    (nki.language.broadcast_to follows them too: "Broadcast the src tile to a new shape based on
+    numpy broadcast rules", https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/nki/api/
+    generated/nki.language.broadcast_to.html): the shapes are aligned on their last dimension, and
+    each of the view's dimensions keeps its size or, from size 1, takes the new one with a step of 0;
+    the shape's extra leading dimensions are new, each a step of 0."""
+    open_tok = cur.expect("(", "after broadcast_to: the shape, broadcast_to(d0, d1, ...)")
+    shape: list[tuple[int, Token]] = []
+    while True:
+        tok = cur.peek()
+        size = parse_int(cur, env, "a dimension of the broadcast shape")
+        if size < 1:
+            raise cur.error(f"a broadcast dimension is at least 1, not {size}", tok)
+        shape.append((size, tok))
+        if not cur.accept(","):
+            break
+    cur.expect(")", "to close the broadcast shape")
+    if len(shape) < len(dims):
+        raise cur.error(f"the view has {len(dims)} dimensions {[c for _, c in dims]}; broadcast_to gives it"
+                        f" {len(shape)}: the shape keeps every dimension, and may add leading ones", open_tok)
+    lead = len(shape) - len(dims)
+    out = [(0, size) for size, _ in shape[:lead]]
+    for (step, count), (size, tok) in zip(dims, shape[lead:]):
+        if count == size:
+            out.append((step, count))
+        elif count == 1:
+            out.append((0, size))
+        else:
+            raise cur.error(f"a dimension of size {count} cannot broadcast to {size}: broadcasting keeps a size or"
+                            " stretches a size of 1", tok)
+    return out
 
 
 def merge_dims(dims: list[tuple[int, int]], limit: int) -> list[tuple[int, int]]:

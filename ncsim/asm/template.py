@@ -7,6 +7,10 @@ per iteration of everything around it, each loop variable an int64 column. Nothi
 that; the frames give every instruction's position in program order and the program's size, which
 is checked against the limits before any work is done on the body.
 
+An `.if` block inside a loop splits the rows of its level by its condition, evaluated once over
+all of them: each branch is expanded like a loop of one trip over the rows that take it, so a
+condition on the loop variable costs one vectorised evaluation, not a parse per iteration.
+
 Then each instruction line is parsed once, with its loop variables bound to `Lanes` (one value per
 row, `ncsim.asm.lanes`): the ordinary parser and rules run once, on values that carry all rows at
 once. Where a row would take another path through the parser than its neighbours (`accumulate=k > 0`
@@ -21,7 +25,6 @@ the legacy way, which reports the first error in program order with the message 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -50,14 +53,27 @@ class Fallback(Exception):
 @dataclass
 class Loop:
     line: Line
-    body: list[Line | Loop]
+    body: list[Line | Loop | If]
 
 
-def loop_tree(lines: list[Line], i: int, end: int, matching_end: Callable[[list[Line], int], int]) -> Loop | None:
-    """The loop at lines[i..end] as a tree of instruction lines and nested loops, or None if its body
-    holds anything else (a directive or an include: those are run iteration by iteration)."""
-    body: list[Line | Loop] = []
-    j = i + 1
+@dataclass
+class If:
+    """An `.if` block: its branches in order, each the line whose condition chooses it (None for
+    `.else`) and its body."""
+
+    branches: list[tuple[Line | None, list[Line | Loop | If]]]
+
+
+def loop_tree(lines: list[Line], i: int, end: int, asm: Assembler) -> Loop | None:
+    """The loop at lines[i..end] as a tree of instruction lines, nested loops and `.if` blocks, or
+    None if its body holds anything else (another directive or an include: those are run iteration
+    by iteration)."""
+    body = _body(lines, i + 1, end, asm)
+    return None if body is None else Loop(lines[i], body)
+
+
+def _body(lines: list[Line], j: int, end: int, asm: Assembler) -> list[Line | Loop | If] | None:
+    body: list[Line | Loop | If] = []
     while j < end:
         line = lines[j]
         toks = line.tokens
@@ -65,18 +81,26 @@ def loop_tree(lines: list[Line], i: int, end: int, matching_end: Callable[[list[
             j += 1
             continue
         if toks[0].is_("."):
-            if toks[1].text != "for":
+            word = toks[1].text
+            if word not in ("for", "if"):
                 return None
-            e = matching_end(lines, j)
-            sub = loop_tree(lines, j, e, matching_end)
-            if sub is None:
+            try:
+                e = asm.matching_end(lines, j)
+                parts = asm.if_branches(lines, j, e) if word == "if" else [(line, j + 1, e)]
+            except AsmError:
+                return None  # reported, in program order, by the legacy path
+            subs = [_body(lines, lo, hi, asm) for _, lo, hi in parts]
+            if any(sub is None for sub in subs):
                 return None
-            body.append(sub)
+            if word == "for":
+                body.append(Loop(line, subs[0]))
+            else:
+                body.append(If([(cond, sub) for (cond, _, _), sub in zip(parts, subs)]))
             j = e + 1
             continue
         body.append(line)
         j += 1
-    return Loop(lines[i], body)
+    return body
 
 
 @dataclass
@@ -106,7 +130,7 @@ def _bind(asm: Assembler, frame: dict[str, np.ndarray], rows: np.ndarray) -> Non
         asm.env.names[name] = lanes(column[rows])
 
 
-def expand(asm: Assembler, items: list[Line | Loop], frame: dict[str, np.ndarray], size: int,
+def expand(asm: Assembler, items: list[Line | Loop | If], frame: dict[str, np.ndarray], size: int,
            pending: list[Pending]) -> np.ndarray:
     """Expand `items` over the `size` rows of `frame`, appending an entry to `pending` for each
     instruction line; return how many instructions each row holds."""
@@ -115,6 +139,9 @@ def expand(asm: Assembler, items: list[Line | Loop], frame: dict[str, np.ndarray
         if isinstance(item, Line):
             pending.append(Pending(item, frame, np.arange(size), np.arange(size), offset.copy()))
             offset += 1
+            continue
+        if isinstance(item, If):
+            expand_if(asm, item, frame, size, pending, offset)
             continue
         _bind(asm, frame, np.arange(size))
         try:
@@ -144,6 +171,48 @@ def expand(asm: Assembler, items: list[Line | Loop], frame: dict[str, np.ndarray
             p.rows = parent[p.rows]
         offset += np.bincount(parent, weights=counts, minlength=size).astype(np.int64)
     return offset
+
+
+def expand_if(asm: Assembler, item: If, frame: dict[str, np.ndarray], size: int, pending: list[Pending],
+              offset: np.ndarray) -> None:
+    """Expand an `.if` block: each row takes the first branch whose condition holds in it (a branch
+    is a loop of one trip or none, over the rows that take it); `offset` grows by what each row got."""
+    remaining = np.arange(size)
+    for cond, body in item.branches:
+        if not len(remaining):
+            break
+        if cond is None:
+            take, remaining = remaining, remaining[:0]
+        else:
+            holds = condition_values(asm, cond, frame, remaining) != 0
+            take, remaining = remaining[holds], remaining[~holds]
+        if not len(take):
+            continue
+        child = {name: column[take] for name, column in frame.items()}
+        mark = len(pending)
+        counts = expand(asm, body, child, len(take), pending)
+        start_in_parent = offset[take]
+        for p in pending[mark:]:
+            p.rel = start_in_parent[p.rows] + p.rel
+            p.rows = take[p.rows]
+        offset += np.bincount(take, weights=counts, minlength=size).astype(np.int64)
+
+
+def condition_values(asm: Assembler, line: Line, frame: dict[str, np.ndarray], rows: np.ndarray) -> np.ndarray:
+    """The value of an `.if`/`.elif` condition in each of `rows` (split where its evaluation diverges)."""
+    _bind(asm, frame, rows)
+    try:
+        value = asm.condition(line)
+    except Diverge as d:
+        out = np.empty(len(rows), np.int64)
+        keys, inverse = np.unique(d.key, return_inverse=True)
+        for g in range(len(keys)):
+            sel = inverse == g
+            out[sel] = condition_values(asm, line, frame, rows[sel])
+        return out
+    except (AsmError, FieldError, Unvectorisable):
+        raise Fallback from None
+    return np.broadcast_to(np.asarray(getattr(value, "v", value), np.int64), (len(rows),))
 
 
 def guard_memory(nbytes: int, line: Line, what: str) -> None:

@@ -76,7 +76,7 @@ CASES = {
     "triangular": """\
 .for i in 0..4
 .for j in 0..i
-  activation a[:, j, :], a[:, i, :], relu
+  activation a[:, j, :], relu, a[:, i, :]
 .end
 .end
 """,
@@ -93,7 +93,7 @@ CASES = {
     "partitions and queues": """\
 .for q in 0..4
   dma_copy a[q*32 : q*32 + 32, q, :], x[q*32 : q*32 + 32, :], queue=q
-  activation b[q*32 : q*32 + 32, :], a[q*32 : q*32 + 32, q, :], exp
+  activation b[q*32 : q*32 + 32, :], exp, a[q*32 : q*32 + 32, q, :]
 .end
 """,
     "manual semaphores": """\
@@ -101,7 +101,7 @@ CASES = {
 .sem s
 .for k in 0..6
   tensor_copy b, a[:, k % 4, :], signal=[s+=1]
-  activation b, b, relu, wait=[s>=k + 1]
+  activation b, relu, b, wait=[s>=k + 1]
 .end
 """,
     "counts that vary": """\
@@ -132,7 +132,7 @@ def test_random_loops_match_unrolling(outer, inner, step, a, b, cond):
   tensor_scalar b[:, k*{b} : k*{b} + 8], a[:, (i + k) % 4, 0:8], multiply, {cond} + k
   nc_matmul p[:, k % 2, 0:128], w[:, 0:128], w[:, 0:128], accumulate={cond}
 .end
-  activation b, a[:, i % 4, :], relu
+  activation b, relu, a[:, i % 4, :]
 .end
 """
     same_both_ways(text)
@@ -197,7 +197,7 @@ def test_too_many_instructions_are_refused_before_unrolling():
 def test_deep_loops_are_nesting_too_deep():
     depth = 500
     text = HEADER + "".join(f".for v{d} in 0..1\n" for d in range(depth)) + "tensor_copy b, b\n" + ".end\n" * depth
-    with pytest.raises(AsmError, match=f"nesting too deep: .for loops nest at most {MAX_LOOP_DEPTH} levels"):
+    with pytest.raises(AsmError, match=f"nesting too deep: .for loops and .if blocks nest at most {MAX_LOOP_DEPTH} levels"):
         assemble(text)
     ok = HEADER + "".join(f".for v{d} in 0..1\n" for d in range(MAX_LOOP_DEPTH)) + "tensor_copy b, b\n" \
         + ".end\n" * MAX_LOOP_DEPTH
