@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ncsim.errors import NcsimError
+from ncsim.errors import DeadlockError, NcsimError
 
 # Each command imports what it uses when it runs: `ncsim --help`, `ncsim isa` and `ncsim config`
 # load neither numba nor the engines, and matplotlib is loaded only for --timeline.
 if TYPE_CHECKING:
     from ncsim.asm.objfile import ObjectFile
     from ncsim.config import Config
+    from ncsim.runtime.timing import TimingResult
 
 config_file_option = click.option("--config", "config_files", type=click.Path(), multiple=True,
                                   help="TOML file of hardware parameters (see `ncsim config`); repeatable:"
@@ -133,7 +134,38 @@ def config_cmd(config_files: tuple[str, ...], sets: tuple[str, ...]) -> None:
     click.echo(describe(make_config(config_files, sets)))
 
 
-@cli.command()
+TRACE_SUFFIX = ".json"  # `--trace FILE` takes FILE only when it ends so (the trace is Chrome Trace Event JSON)
+
+
+class _RunCommand(click.Command):
+    """`ncsim run`'s parser, with one rule for --trace's optional value. Click's optional values take
+    whatever follows, so `ncsim run --trace k.s` would write the trace to k.s and miss the program:
+    here `--trace` takes the next argument only when it ends in .json (`--trace k.trace.json`);
+    `--trace=FILE` names any file; a bare `--trace` writes PROGRAM.trace.json."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        args = list(args)
+        for i, arg in enumerate(args):
+            if arg == "--":
+                break
+            if arg == "--trace" and not (i + 1 < len(args) and args[i + 1].lower().endswith(TRACE_SUFFIX)):
+                args[i] = "--trace="  # an empty value: the default name
+        return super().parse_args(ctx, args)
+
+
+def _check_output(option: str, path: str) -> None:
+    """An output path that cannot be written is an error before the run, not after it."""
+    p = Path(path)
+    if p.is_dir():
+        raise NcsimError(f"{option}: is a directory, not a file", file=path)
+    folder = p.parent
+    if not folder.is_dir():
+        raise NcsimError(f"{option}: no directory '{folder}' to write it in", file=path)
+    if not os.access(folder, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise NcsimError(f"{option}: cannot write it (permission denied)", file=path)
+
+
+@cli.command(cls=_RunCommand)
 @click.argument("program", type=click.Path())
 @click.option("--input", "-i", "input_files", multiple=True, metavar="NAME=FILE.npy",
               help="Take input NAME from a .npy file; repeatable. Inputs not given come from the sidecar"
@@ -144,10 +176,11 @@ def config_cmd(config_files: tuple[str, ...], sets: tuple[str, ...]) -> None:
 @click.option("--sidecar", type=click.Path(), default=None,
               help="The Python file with inputs() and reference() (default: PROGRAM with .py, if it exists).")
 @click.option("--no-check", is_flag=True, help="Do not compare the outputs with the sidecar's reference.")
-@click.option("--trace", "trace", is_flag=False, flag_value="", default=None, metavar="[FILE]",
-              help="Write a Perfetto trace (default name: PROGRAM.trace.json).")
-@click.option("--timeline", type=click.Path(), default=None, metavar="FILE.png",
-              help="Draw the timeline as a PNG picture.")
+@click.option("--trace", "trace", is_flag=False, flag_value="", default=None, metavar="[FILE.json]",
+              help="Write a Perfetto trace (default name: PROGRAM.trace.json). `--trace FILE` takes FILE only"
+                   " when it ends in .json; `--trace=FILE` names any file.")
+@click.option("--timeline", type=click.Path(), default=None, metavar="FILE.png|.svg|.pdf",
+              help="Draw the timeline as a picture, in the format of the file's extension.")
 @click.option("--timing-only", is_flag=True,
               help="Only time the program: no values, inputs, outputs or check (fast, for large programs).")
 @quiet_option
@@ -160,8 +193,8 @@ def run(program: str, input_files: tuple[str, ...], out_file: str | None, seed: 
     and report what bounds it.
 
     Exit status: 0 when the outputs match the reference bit for bit (or there is none) and the
-    program has no races, 3 when the outputs differ, 4 when it has races, 1 for an error in the
-    program or its inputs.
+    program has no races, 3 when the outputs differ, 4 when it has races (whether or not the outputs
+    differ: a race explains a mismatch), 1 for an error in the program, its inputs or its run.
     """
     from ncsim import progress, warmup
     from ncsim.runtime.run import run as run_kernel
@@ -178,14 +211,27 @@ def run(program: str, input_files: tuple[str, ...], out_file: str | None, seed: 
         given[name] = path
     if timing_only and (given or out_file):
         raise NcsimError("--timing-only computes no values: it takes no --input and writes no --out")
+    trace_path = (trace or str(Path(program).with_suffix(".trace.json"))) if trace is not None else None
+    for option, path in (("--out", out_file), ("--trace", trace_path), ("--timeline", timeline)):
+        if path is not None:
+            _check_output(option, path)
+    if timeline is not None:
+        from ncsim.runtime.timeline import picture_format
+
+        picture_format(timeline)
     # The timing model imports numba: prepare() loads its cached kernels quickly and says so when
     # they must be compiled first.
     import ncsim.runtime.timing  # noqa: F401
 
     with progress.enable_bars(not quiet), warmup.prepare(_announce(quiet)):
-        result = run_kernel(program, given, config=config, seed=seed,
-                            sidecar=sidecar if sidecar is not None else True, check=not no_check,
-                            values=not timing_only)
+        try:
+            result = run_kernel(program, given, config=config, seed=seed,
+                                sidecar=sidecar if sidecar is not None else True, check=not no_check,
+                                values=not timing_only)
+        except DeadlockError as e:  # the trace and the picture of what ran, to look at the deadlock
+            if e.partial is not None and (trace_path or timeline):
+                _write_pictures(e.partial(), trace_path, timeline, " (up to the deadlock)")
+            raise
         report = result.report.format(title=f"{program} (kernel {result.kernel})")
     counts = instruction_counts(result.obj)
     click.echo(f"{program}: kernel {result.kernel}, {sum(counts.values())} instructions ({format_counts(counts)})")
@@ -212,29 +258,47 @@ def run(program: str, input_files: tuple[str, ...], out_file: str | None, seed: 
         click.echo("no reference to check against (a sidecar with reference() gives one)")
     click.echo("")
     click.echo(report)
-    if trace is not None:
-        from ncsim.runtime.trace import LARGE_TRACE_BYTES, write_trace
-
-        trace_path = trace or str(Path(program).with_suffix(".trace.json"))
-        size = _write(trace_path, lambda: write_trace(result.timing, trace_path, result.obj))
-        click.echo(f"trace: {trace_path} ({size / 1e6:.1f} MB; open it in https://ui.perfetto.dev)")
-        if size > LARGE_TRACE_BYTES:
-            click.echo(f"note: the trace is over {LARGE_TRACE_BYTES / 1e6:.0f} MB; Perfetto may be slow to open it",
-                       err=True)
-    if timeline is not None:
-        from ncsim.runtime.timeline import write_timeline
-
-        _write(timeline, lambda: write_timeline(result.timing, timeline, result.obj))
-        click.echo(f"timeline: {timeline}")
+    _write_pictures(result.timing, trace_path, timeline)
+    # A race explains a mismatch (the values depend on timing), so the race's status wins; both were printed.
     status = 0
+    if result.check is not None and not result.check.ok:
+        status = 3
     if result.races:
         click.echo(result.races.error().format(), err=True)
         click.echo(result.races.format(), err=True)
         status = 4
-    if result.check is not None and not result.check.ok:
-        status = 3
     if status:
         sys.exit(status)
+
+
+@cli.command("nki", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("script", type=click.Path())
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--timing-only", is_flag=True, help="Time every kernel the script runs; compute no values.")
+@quiet_option
+@config_file_option
+@set_option
+def nki_cmd(script: str, script_args: tuple[str, ...], timing_only: bool, quiet: bool, config_files: tuple[str, ...],
+            sets: tuple[str, ...]) -> None:
+    """Run an NKI script as `python SCRIPT ARGS...` would, with `neuronxcc.nki` aliased to ncsim's NKI
+    front end: its kernels run on the simulated NeuronCore. ncsim's options go before SCRIPT."""
+    import runpy
+
+    from ncsim import nki
+
+    if not Path(script).is_file():
+        raise NcsimError("no such script", file=script)
+    nki.options.update(timing_only=timing_only, announce=not quiet, config=make_config(config_files, sets))
+    nki.install_alias()
+    sys.argv = [script, *script_args]
+    sys.path.insert(0, str(Path(script).resolve().parent))
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except (NcsimError, SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException:  # noqa: BLE001 - the script's own error: shown as Python shows it
+        traceback.print_exc()
+        sys.exit(1)
 
 
 @cli.command("warmup")
@@ -248,6 +312,23 @@ def warmup_cmd(quiet: bool) -> None:
     with progress.enable_bars(not quiet):
         result = warmup.warm_up(message=message)
     click.echo(result.format())
+
+
+def _write_pictures(timing: TimingResult, trace_path: str | None, timeline: str | None, what: str = "") -> None:
+    """Write the Perfetto trace and the timeline picture of a timed run, those asked for."""
+    if trace_path is not None:
+        from ncsim.runtime.trace import LARGE_TRACE_BYTES, write_trace
+
+        size = _write(trace_path, lambda: write_trace(timing, trace_path, timing.obj))
+        click.echo(f"trace{what}: {trace_path} ({size / 1e6:.1f} MB; open it in https://ui.perfetto.dev)")
+        if size > LARGE_TRACE_BYTES:
+            click.echo(f"note: the trace is over {LARGE_TRACE_BYTES / 1e6:.0f} MB; Perfetto may be slow to open it",
+                       err=True)
+    if timeline is not None:
+        from ncsim.runtime.timeline import write_timeline
+
+        _write(timeline, lambda: write_timeline(timing, timeline, timing.obj))
+        click.echo(f"timeline{what}: {timeline}")
 
 
 def _write(path: str, write: Callable[[], Any]) -> Any:

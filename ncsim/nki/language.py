@@ -1,0 +1,604 @@
+"""`nki.language` (nl) as ncsim traces it: tensors, loads and stores, and the tile operations.
+
+Each function adds the instructions docs/nki.md lists for it, on the engine the engine policy there
+gives (NKI leaves the choice to its compiler; ncsim's is fixed and documented, not a timing knob):
+elementwise arithmetic and reductions on the Vector engine (`tensor_tensor`, `tensor_scalar`,
+`tensor_reduce`), the activation-table functions on the Scalar engine (`activation`), matmul and
+transpose on the Tensor engine, loads issued by the Sync engine and stores by GpSimd (`dma_copy`).
+A function ncsim does not have fails with its name and the list of those it has.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from ncsim import dtypes
+from ncsim.config import DEFAULT
+from ncsim.errors import AsmError
+from ncsim.isa import ACTIVATION_FUNCS
+from ncsim.nki.indexing import Mask, arange, ds, mgrid
+from ncsim.nki.tensor import View, tfloat32, to_dtype
+from ncsim.nki.tracer import constant, current, user_place
+
+__all__ = ["arange", "ds", "mgrid", "tfloat32"]  # the rest are listed by NAMES below
+_builtins = builtins  # the reductions below shadow max, min, sum and all in this module
+
+# ------------------------------------------------------------------ dtypes (NKI: nki.api.shared, Supported Data Types)
+bool_ = np.bool_
+int8, int16, int32 = np.int8, np.int16, np.int32
+uint8, uint16, uint32 = np.uint8, np.uint16, np.uint32
+float16, float32 = np.float16, np.float32
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
+float8_e4m3 = np.dtype(ml_dtypes.float8_e4m3)
+float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
+
+
+# ------------------------------------------------------------------ memories
+class _Memory:
+    def __init__(self, name: str, memory: str):
+        self.name = name
+        self.memory = memory
+
+    def __repr__(self) -> str:
+        return f"nl.{self.name}"
+
+
+sbuf = _Memory("sbuf", "sbuf")
+psum = _Memory("psum", "psum")
+hbm = _Memory("hbm", "hbm")
+private_hbm = _Memory("private_hbm", "hbm")
+shared_hbm = _Memory("shared_hbm", "hbm")
+
+
+def par_dim(n: int) -> int:
+    """nl.par_dim(n) marks the partition dimension of a shape; ncsim's is always the first."""
+    return int(n)
+
+
+class tile_size:
+    """NKI's tile size constants, from ncsim's configuration (ncsim/config.py)."""
+
+    pmax = DEFAULT.pmax
+    psum_fmax = DEFAULT.psum_fmax
+    gemm_stationary_fmax = DEFAULT.gemm_stationary_fmax
+    gemm_moving_fmax = DEFAULT.gemm_moving_fmax
+    bn_stats_fmax = DEFAULT.bn_stats_fmax
+    total_available_sbuf_size = DEFAULT.sbuf_usable_bytes
+    psum_min_align = 4
+    sbuf_min_align = 1
+
+
+# ------------------------------------------------------------------ SPMD and loops
+def program_id(axis: int = 0) -> int:
+    """The index of this SPMD instance along `axis` of the launch grid (kernel[gx, gy](...))."""
+    tr = current("nl.program_id")
+    if not 0 <= axis < _builtins.max(len(tr.grid), 1):
+        raise tr.fail(f"nl.program_id({axis}): the launch grid has {len(tr.grid)} dimensions")
+    return tr.program_id[axis] if tr.grid else 0
+
+
+def num_programs(axes: int | None = None) -> int:
+    tr = current("nl.num_programs")
+    if axes is None:
+        return math.prod(tr.grid) if tr.grid else 1
+    return tr.grid[axes] if tr.grid else 1
+
+
+def program_ndim() -> int:
+    return len(current("nl.program_ndim").grid)
+
+
+def affine_range(*args: int, **_: Any) -> range:
+    """Loops run in Python while tracing (they unroll); iterations overlap through the buffer policy."""
+    return range(*(int(a) for a in args))
+
+
+sequential_range = affine_range
+static_range = affine_range
+
+
+# ------------------------------------------------------------------ type promotion
+_FLOAT_ORDER = ("fp8e4", "fp8e5", "bf16", "f16", "f32")  # new widened types, narrowest first
+_FLOAT_SHAPE = {"fp8e4": (4, 3), "fp8e5": (5, 2), "f16": (5, 10), "bf16": (8, 7), "tf32": (8, 10), "f32": (8, 23)}
+_INT_ORDER = ("u8", "i8", "u16", "i16", "u32", "i32")
+
+
+def _int_range(d: dtypes.DType) -> tuple[int, int]:
+    if d.kind == "bool":
+        return 0, 1
+    info = np.iinfo(d.storage)
+    return int(info.min), int(info.max)
+
+
+def promote(a: dtypes.DType, b: dtypes.DType) -> dtypes.DType:
+    """NKI Type Promotion (nki.api.shared): (float, int) -> the float; (float, float) -> the wider,
+    or a new type that holds both ranges; (int, int) -> likewise, (int32, uint32) -> float32."""
+    if a == b:
+        return a
+    if a.is_float != b.is_float:
+        return a if a.is_float else b
+    if a.is_float:
+        ea, ma = _FLOAT_SHAPE[a.short]
+        eb, mb = _FLOAT_SHAPE[b.short]
+        if (ea, ma) >= (eb, mb) and ma >= mb:
+            return a
+        if eb >= ea and mb >= ma:
+            return b
+        need = (_builtins.max(ea, eb), _builtins.max(ma, mb))
+        for short in _FLOAT_ORDER:
+            e, m = _FLOAT_SHAPE[short]
+            if e >= need[0] and m >= need[1]:
+                return dtypes.by_name(short)
+        return dtypes.FLOAT32
+    lo = _builtins.min(_int_range(a)[0], _int_range(b)[0])
+    hi = _builtins.max(_int_range(a)[1], _int_range(b)[1])
+    for short in _INT_ORDER:
+        d = dtypes.by_name(short)
+        if _int_range(d)[0] <= lo and hi <= _int_range(d)[1]:
+            return d
+    return dtypes.FLOAT32
+
+
+def _scalar_dtype(x: Any) -> dtypes.DType:
+    """NKI: a weakly typed scalar is bool -> uint8, int -> int32, float -> float32; a numpy scalar
+    keeps its dtype."""
+    if isinstance(x, np.generic):
+        return to_dtype(x.dtype)
+    if isinstance(x, bool):
+        return dtypes.UINT8
+    if isinstance(x, int):
+        return dtypes.INT32
+    return dtypes.FLOAT32
+
+
+def _dtype_of(x: Any) -> dtypes.DType:
+    return x.nc_dtype if isinstance(x, View) else _scalar_dtype(x)
+
+
+# ------------------------------------------------------------------ helpers
+def _intervals(mask: Any) -> dict[int, tuple[int, int]] | None:
+    """A mask's kept interval per grid dimension ({} without a mask); None when it keeps nothing."""
+    if mask is None:
+        return {}
+    if not isinstance(mask, Mask):
+        raise current().fail(f"mask= takes a comparison of nl.arange expressions, not {type(mask).__name__}")
+    try:
+        return mask.intervals()
+    except AsmError as e:
+        raise current().fail(e.message) from None
+
+
+def _tile(x: Any, fn: str, what: str = "its input") -> View:
+    if not isinstance(x, View):
+        raise current().fail(f"nl.{fn}: {what} must be a tile, not {type(x).__name__}")
+    if not x.on_chip:
+        raise current().fail(f"nl.{fn}: {what} is in HBM; load it into SBUF first (nl.load)")
+    return x
+
+
+def _nothing(shape: tuple[int, ...], dtype: dtypes.DType) -> View:
+    """The result of an instruction its mask removed entirely: an unwritten tile of the right shape."""
+    tr = current()
+    return View.of(tr.tile("sbuf", dtype, shape, user_place()))
+
+
+def _column(v: View, partitions: int) -> bool:
+    """A [P, 1] operand: one value per partition, broadcast along the free axes."""
+    return v.on_chip and v.partitions == partitions and v.free_elements == 1
+
+
+# ------------------------------------------------------------------ creating tensors
+def _shape(shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    return tuple(int(s) for s in shape)
+
+
+def ndarray(shape: Any, dtype: Any = np.float32, buffer: Any = None, name: str = "", **_: Any) -> View:
+    """A new tensor: a tile in SBUF (the default) or PSUM, or a tensor in HBM (shared_hbm: the
+    kernel's output when it returns it)."""
+    tr = current("nl.ndarray")
+    shape, dt = _shape(shape), to_dtype(dtype)
+    mem = buffer.memory if isinstance(buffer, _Memory) else "sbuf"
+    if buffer is not None and not isinstance(buffer, _Memory):
+        raise tr.fail(f"buffer= takes nl.sbuf, nl.psum, nl.hbm, nl.shared_hbm or nl.private_hbm, not {buffer!r}")
+    place = user_place()
+    if mem == "hbm":
+        if buffer is shared_hbm:
+            return View.of(tr.shared_hbm(dt, shape, place))
+        return View.of(tr.hbm_tensor(name or "hbm", dt, shape, "scratch"))
+    return View.of(tr.tile(mem, dt, shape, place))
+
+
+def full(shape: Any, fill_value: Any, dtype: Any = np.float32, buffer: Any = None, **kw: Any) -> View:
+    t = ndarray(shape, dtype, buffer, **kw)
+    if not t.on_chip:
+        raise current().fail("nl.full/zeros/ones make tiles in SBUF or PSUM, not HBM")
+    if t.memory == "psum" and float(fill_value) == 0.0:
+        t.buf.zero_pending = True  # emitted when first read or partly written (tracer.emit_zeros)
+        t.buf.zeroed = True
+        return t
+    current().emit("memset", "vector", dst=t, value=constant(fill_value))
+    return t
+
+
+def zeros(shape: Any, dtype: Any = np.float32, buffer: Any = None, **kw: Any) -> View:
+    return full(shape, 0.0, dtype, buffer, **kw)
+
+
+def ones(shape: Any, dtype: Any = np.float32, buffer: Any = None, **kw: Any) -> View:
+    return full(shape, 1.0, dtype, buffer, **kw)
+
+
+def _like(a: View, dtype: Any, buffer: Any) -> tuple[tuple[int, ...], Any, Any]:
+    return a.shape, dtype if dtype is not None else a.nc_dtype, buffer if buffer is not None else (
+        psum if a.memory == "psum" else hbm if a.memory == "hbm" else sbuf)
+
+
+def zeros_like(a: View, dtype: Any = None, buffer: Any = None, **kw: Any) -> View:
+    return zeros(*_like(a, dtype, buffer), **kw)
+
+
+def ones_like(a: View, dtype: Any = None, buffer: Any = None, **kw: Any) -> View:
+    return ones(*_like(a, dtype, buffer), **kw)
+
+
+def full_like(a: View, fill_value: Any, dtype: Any = None, buffer: Any = None, **kw: Any) -> View:
+    shape, dt, buf = _like(a, dtype, buffer)
+    return full(shape, fill_value, dt, buf, **kw)
+
+
+def empty_like(a: View, dtype: Any = None, buffer: Any = None, **kw: Any) -> View:
+    return ndarray(*_like(a, dtype, buffer), **kw)
+
+
+# ------------------------------------------------------------------ moving data
+def load(src: View, *, mask: Any = None, dtype: Any = None, **_: Any) -> View:
+    """HBM -> a new SBUF tile of src's shape (partition dimension first): dma_copy issued by Sync."""
+    tr = current("nl.load")
+    if not isinstance(src, View) or src.on_chip:
+        raise tr.fail("nl.load reads a tensor in HBM (a kernel argument or an HBM ndarray)")
+    dt = to_dtype(dtype) if dtype is not None else src.nc_dtype
+    iv = _intervals(mask)
+    if iv is None:
+        return _nothing(src.shape, dt)
+    return tr.result(src.shape, dt, "sbuf", "dma_copy", "sync", intervals=iv, src=src.clip(iv))
+
+
+def store(dst: View, value: Any, *, mask: Any = None, **_: Any) -> None:
+    """A tile -> HBM: dma_copy issued by GpSimd (an engine with no loads to issue, so a store that
+    waits for its data holds up no load)."""
+    tr = current("nl.store")
+    if not isinstance(dst, View) or dst.on_chip:
+        raise tr.fail("nl.store writes a tensor in HBM")
+    iv = _intervals(mask)
+    if iv is None:
+        return
+    if not isinstance(value, View):
+        value = full(dst.shape, value, dst.nc_dtype)
+    value = _tile(value, "store", "the value")
+    if value.memory == "psum":
+        raise tr.fail("nl.store: the value is in PSUM, which DMA cannot read; copy it to SBUF first (nl.copy)")
+    tr.emit("dma_copy", "gpsimd", dst=dst.clip(iv), src=value.clip(iv))
+
+
+def assign(target: View, value: Any) -> None:
+    """target[...] = value: a pending result is written straight into target; a tile is copied
+    (tensor_copy on Vector, or dma_copy when HBM is involved); a number fills it (memset)."""
+    tr = current("assignment to a tensor")
+    if not isinstance(value, View):
+        if not target.on_chip:
+            raise tr.fail("assigning a number to an HBM tensor: store a tile into it instead")
+        tr.emit("memset", "vector", dst=target, value=constant(value))
+        return
+    if value.pending is not None and value._buf is None and value.shape == target.shape and (
+            target.on_chip or value.pending.mnemonic == "dma_copy"):
+        p = tr.take(value)
+        tr.emit_pending(p, target)
+        value._buf, value.partition, value.offset, value.dims = target.buf, target.partition, target.offset, target.dims
+        value.pending = None
+        return
+    if value.buf is target.buf and value.ap() == target.ap():
+        return
+    if target.on_chip and value.on_chip:
+        tr.emit("tensor_copy", "vector", dst=target, src=value)
+    else:
+        tr.emit("dma_copy", "sync" if target.on_chip else "gpsimd", dst=target, src=value)
+
+
+def copy(x: View, dtype: Any = None, *, mask: Any = None, **_: Any) -> View:
+    """A copy of a tile (tensor_copy on Vector: bit-exact when the dtype stays)."""
+    tr = current("nl.copy")
+    x = _tile(x, "copy")
+    dt = to_dtype(dtype) if dtype is not None else x.nc_dtype
+    iv = _intervals(mask)
+    if iv is None:
+        return _nothing(x.shape, dt)
+    return tr.result(x.shape, dt, "sbuf", "tensor_copy", "vector", intervals=iv, src=x.clip(iv))
+
+
+def broadcast_to(x: View, shape: Any) -> View:
+    """x repeated to `shape` (numpy rules): along free axes a view with step 0 (no instruction); in
+    HBM likewise (DMA repeats data); across partitions of a tile, an SBUF-to-SBUF dma_copy that
+    reads the one partition again for each."""
+    tr = current("broadcast_to")
+    shape = _shape(shape)
+    src = tuple(x.shape)
+    if len(src) < len(shape):
+        src = (1,) * (len(shape) - len(src)) + src
+        x = x.derive(x.partition, x.offset, ((0, 1),) * (len(shape) - len(x.shape)) + x.dims) if not x.on_chip else x
+    if len(src) != len(shape) or any(s not in (1, t) for s, t in zip(src, shape)):
+        raise tr.fail(f"cannot broadcast {list(x.shape)} to {list(shape)}")
+    dims = list(x.dims)
+    if len(dims) != len(shape):
+        raise tr.fail(f"cannot broadcast {list(x.shape)} to {list(shape)}: give the tile {len(shape)} dimensions")
+    for d, (n, t) in enumerate(zip(src, shape)):
+        if n != t and not (x.on_chip and d == 0):
+            dims[d] = (0, t)
+    view = x.derive(x.partition, x.offset, tuple(dims))
+    if x.on_chip and src[0] != shape[0]:
+        out = ndarray(shape, x.nc_dtype, sbuf)
+        rep = view.derive(view.partition, view.offset, ((0, 1), (0, shape[0])) + tuple(view.dims[1:]))
+        tr.emit("dma_copy", "sync", dst=out, src=rep)
+        return out
+    return view
+
+
+# ------------------------------------------------------------------ elementwise
+BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "equal", "not_equal",
+          "greater", "greater_equal", "less", "less_equal", "logical_and", "logical_or", "logical_xor",
+          "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift")
+ACTIVATIONS = tuple(f for f, _ in ACTIVATION_FUNCS if f != "copy")
+
+
+def _binary(op: str, x: Any, y: Any, dtype: Any = None, mask: Any = None) -> View:
+    tr = current(f"nl.{op}")
+    xt, yt = isinstance(x, View), isinstance(y, View)
+    if not xt and not yt:
+        raise tr.fail(f"nl.{op}: at least one operand must be a tile")
+    dt = to_dtype(dtype) if dtype is not None else promote(_dtype_of(x), _dtype_of(y))
+    iv = _intervals(mask)
+    if xt and yt:
+        x, y = _tile(x, op, "x"), _tile(y, op, "y")
+        if x.memory == "psum" and y.memory == "psum":
+            y = copy(y)  # tensor_tensor reads at most one operand from PSUM
+        if _column(y, x.partitions) and not _column(x, y.partitions):
+            shape = x.shape
+            if iv is None:
+                return _nothing(shape, dt)
+            return tr.result(shape, dt, "sbuf", "tensor_scalar", "vector", iv, data=x.clip(iv), op0=op,
+                             operand0=y.clip({0: iv[0]} if 0 in iv else {}))
+        if _column(x, y.partitions) and not _column(y, x.partitions):
+            shape = y.shape
+            if iv is None:
+                return _nothing(shape, dt)
+            return tr.result(shape, dt, "sbuf", "tensor_scalar", "vector", iv, data=y.clip(iv), op0=op,
+                             operand0=x.clip({0: iv[0]} if 0 in iv else {}), reverse0=True)
+        if x.shape != y.shape:
+            shape = np.broadcast_shapes(x.shape, y.shape) if len(x.shape) == len(y.shape) else None
+            if shape is None:
+                raise tr.fail(f"nl.{op}: shapes {list(x.shape)} and {list(y.shape)} do not broadcast")
+            x = broadcast_to(x, shape) if x.shape != shape else x
+            y = broadcast_to(y, shape) if y.shape != shape else y
+        if iv is None:
+            return _nothing(x.shape, dt)
+        return tr.result(x.shape, dt, "sbuf", "tensor_tensor", "vector", iv, data1=x.clip(iv), data2=y.clip(iv),
+                         op=op)
+    t, s, reverse = (x, y, False) if xt else (y, x, True)
+    t = _tile(t, op)
+    if iv is None:
+        return _nothing(t.shape, dt)
+    return tr.result(t.shape, dt, "sbuf", "tensor_scalar", "vector", iv, data=t.clip(iv), op0=op,
+                     operand0=constant(s), reverse0=reverse)
+
+
+def _make_binary(op: str) -> Any:
+    def fn(x: Any, y: Any, *, dtype: Any = None, mask: Any = None, **_: Any) -> View:
+        return _binary(op, x, y, dtype, mask)
+
+    fn.__name__ = fn.__qualname__ = op
+    fn.__doc__ = f"nl.{op}(x, y): elementwise on the Vector engine (tensor_tensor, or tensor_scalar with a number or a [P, 1] column)."
+    return fn
+
+
+def _activation(func: str, x: View, dtype: Any = None, mask: Any = None) -> View:
+    tr = current(f"nl.{func}")
+    x = _tile(x, func)
+    dt = to_dtype(dtype) if dtype is not None else x.nc_dtype
+    iv = _intervals(mask)
+    if iv is None:
+        return _nothing(x.shape, dt)
+    return tr.result(x.shape, dt, "sbuf", "activation", "scalar", iv, data=x.clip(iv), op=func)
+
+
+def _make_activation(func: str) -> Any:
+    def fn(x: View, *, dtype: Any = None, mask: Any = None, **_: Any) -> View:
+        return _activation(func, x, dtype, mask)
+
+    fn.__name__ = fn.__qualname__ = func
+    fn.__doc__ = f"nl.{func}(x): the Scalar engine's activation function {func}."
+    return fn
+
+
+def _unary_alu(op: str, x: View, dtype: Any = None, mask: Any = None, operand: float = 0.0) -> View:
+    tr = current(f"nl.{op}")
+    x = _tile(x, op)
+    dt = to_dtype(dtype) if dtype is not None else x.nc_dtype
+    iv = _intervals(mask)
+    if iv is None:
+        return _nothing(x.shape, dt)
+    return tr.result(x.shape, dt, "sbuf", "tensor_scalar", "vector", iv, data=x.clip(iv), op0=op,
+                     operand0=constant(operand))
+
+
+def negative(x: View, *, dtype: Any = None, mask: Any = None, **_: Any) -> View:
+    """-x: tensor_scalar multiply by -1.0 on the Vector engine (exact)."""
+    return _unary_alu("multiply", x, dtype, mask, -1.0)
+
+
+def logical_not(x: View, *, dtype: Any = None, mask: Any = None, **_: Any) -> View:
+    return _unary_alu("logical_not", x, dtype, mask)
+
+
+def invert(x: View, *, dtype: Any = None, mask: Any = None, **_: Any) -> View:
+    return _unary_alu("invert", x, dtype, mask, 0)
+
+
+def update(target: View, op: str, other: Any) -> View:
+    """target op= other. `psum_tile += nl.matmul(...)` (or nisa.nc_matmul) accumulates in PSUM: the
+    nc_matmul writes target with accumulate=false where target holds nl.zeros and with
+    accumulate=true where earlier matmuls wrote it; otherwise target = target op other on Vector."""
+    tr = current("an in-place operator")
+    if (op == "add" and isinstance(other, View) and other.pending is not None and other._buf is None
+            and other.pending.mnemonic == "nc_matmul" and target.on_chip and target.memory == "psum"
+            and target.shape == other.shape and target.nc_dtype == dtypes.FLOAT32):
+        buf = target.buf
+        ap = target.ap()
+        if ap in buf.matmul_written:
+            acc = True
+        elif buf.zeroed and not any(_overlap(ap, w) for w in buf.matmul_written):
+            acc = False
+        else:
+            acc = None
+        if acc is not None:
+            p = tr.take(other)
+            if buf.zero_pending and ap != buf.whole().ap():
+                tr.emit_zeros(buf, p.place)  # the rest of the tile must read as zeros
+            buf.zero_pending = False
+            tr.emit("nc_matmul", "tensor", place=p.place, accumulating=True, flush=False, dst=target.clip(p.intervals),
+                    accumulate=acc, **p.operands)
+            buf.zeroed = True if not acc else buf.zeroed
+            buf.matmul_written.add(ap)
+            other._buf, other.partition, other.offset, other.dims = buf, target.partition, target.offset, target.dims
+            other.pending = None
+            return target
+    assign(target, _binary(op, target, other))
+    return target
+
+
+def _overlap(a: Any, b: Any) -> bool:
+    (alo, ahi), (blo, bhi) = a.byte_span(), b.byte_span()
+    return alo < bhi and blo < ahi and a.partition < b.partition + b.partitions and b.partition < a.partition + a.partitions
+
+
+# ------------------------------------------------------------------ reductions
+def _axes(x: View, axis: Any, fn: str) -> tuple[int, ...]:
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = tuple(sorted(int(a) + (x.ndim if a < 0 else 0) for a in axes))
+    n = x.ndim
+    if not axes or axes[0] < 1 or axes != tuple(range(axes[0], n)):
+        raise current().fail(f"nl.{fn}: axis must be the last free axes, ending at the innermost"
+                             f" ([1], [1, 2], ... of a {n}-dimensional tile); not {list(axes)}",
+                             notes=("the partition axis (0) is reduced with nki.isa.tensor_partition_reduce",))
+    return axes
+
+
+def _reduce(op: str, fn: str, x: View, axis: Any, dtype: Any, mask: Any, keepdims: bool,
+            out_dtype: dtypes.DType | None = None) -> View:
+    tr = current(f"nl.{fn}")
+    x = _tile(x, fn)
+    axes = _axes(x, axis, fn)
+    shape = tuple(1 if d in axes else s for d, s in enumerate(x.shape)) if keepdims else \
+        tuple(s for d, s in enumerate(x.shape) if d not in axes)
+    dt = to_dtype(dtype) if dtype is not None else out_dtype or x.nc_dtype
+    iv = _intervals(mask)
+    if iv is None:
+        return _nothing(shape, dt)
+    return tr.result(shape, dt, "sbuf", "tensor_reduce", "vector", {0: iv[0]} if 0 in iv else {},
+                     data=x.clip(iv), op=op, axis=axes)
+
+
+def sum(x: View, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **_: Any) -> View:
+    """Sum along free axes: tensor_reduce add on Vector, a left-to-right fold in fp32."""
+    return _reduce("add", "sum", x, axis, dtype, mask, keepdims)
+
+
+def max(x: View, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **_: Any) -> View:
+    return _reduce("maximum", "max", x, axis, dtype, mask, keepdims)
+
+
+def min(x: View, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **_: Any) -> View:
+    return _reduce("minimum", "min", x, axis, dtype, mask, keepdims)
+
+
+def prod(x: View, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **_: Any) -> View:
+    return _reduce("multiply", "prod", x, axis, dtype, mask, keepdims)
+
+
+def all(x: View, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **_: Any) -> View:
+    return _reduce("logical_and", "all", x, axis, dtype, mask, keepdims, dtypes.by_name("bool"))
+
+
+def mean(x: View, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **_: Any) -> View:
+    """The sum (tensor_reduce add, fp32) divided by the element count (tensor_scalar divide)."""
+    x = _tile(x, "mean")
+    axes = _axes(x, axis, "mean")
+    n = math.prod(x.shape[a] for a in axes)
+    total = _reduce("add", "mean", x, axis, dtypes.FLOAT32, mask, keepdims)
+    return _binary("divide", total, float(n), dtype if dtype is not None else x.nc_dtype, None)
+
+
+# ------------------------------------------------------------------ Tensor engine
+def transpose(x: View, *, dtype: Any = None, mask: Any = None, **_: Any) -> View:
+    """[P, F] -> [F, P] by nc_transpose on the Tensor engine (SBUF in, PSUM out, up to 128 x 128)."""
+    tr = current("nl.transpose")
+    x = _tile(x, "transpose")
+    if x.ndim != 2:
+        raise tr.fail(f"nl.transpose takes a 2-D tile, not {list(x.shape)}")
+    if x.memory == "psum":
+        x = copy(x)
+    dt = to_dtype(dtype) if dtype is not None else x.nc_dtype
+    return tr.result((x.shape[1], x.shape[0]), dt, "psum", "nc_transpose", "tensor", data=x)
+
+
+def matmul(x: View, y: View, *, transpose_x: bool = False, mask: Any = None, **_: Any) -> View:
+    """x @ y (x.T @ y with transpose_x=True) by nc_matmul into a PSUM tile of fp32. Without
+    transpose_x, x is first transposed on the Tensor engine and copied back to SBUF (NKI inserts the
+    same transpose)."""
+    tr = current("nl.matmul")
+    x, y = _tile(x, "matmul", "x"), _tile(y, "matmul", "y")
+    if x.ndim != 2 or y.ndim != 2:
+        raise tr.fail(f"nl.matmul takes 2-D tiles, not {list(x.shape)} and {list(y.shape)}")
+    if not transpose_x:
+        x = copy(transpose(x))
+    return nc_matmul_result(x, y)
+
+
+def nc_matmul_result(stationary: View, moving: View) -> View:
+    tr = current()
+    cfg = tr.config
+    k, m = stationary.shape[0], stationary.free_elements
+    k2, n = moving.shape[0], moving.free_elements
+    if k != k2:
+        raise tr.fail(f"matmul: the contraction (partition) sizes differ: {k} and {k2}")
+    if m > cfg.gemm_stationary_fmax or n > cfg.gemm_moving_fmax or k > cfg.pmax:
+        raise tr.fail(f"matmul: the Tensor engine takes stationary [K <= {cfg.pmax}, M <= {cfg.gemm_stationary_fmax}]"
+                      f" and moving [K, N <= {cfg.gemm_moving_fmax}]; got [{k}, {m}] and [{k2}, {n}]"
+                      " (nl.tile_size.gemm_stationary_fmax, gemm_moving_fmax)")
+    return tr.result((m, n), dtypes.FLOAT32, "psum", "nc_matmul", "tensor", stationary=stationary, moving=moving)
+
+
+# ------------------------------------------------------------------ the table of functions
+for _op in BINARY:
+    globals()[_op] = _make_binary(_op)
+for _f in ACTIVATIONS:
+    globals()[_f] = _make_activation(_f)
+
+NAMES = sorted(n for n, v in globals().items() if not n.startswith("_") and n not in (
+    "annotations", "builtins", "math", "ml_dtypes", "np", "dtypes", "DEFAULT", "AsmError", "ACTIVATION_FUNCS",
+    "Index", "Mask", "View", "numpy_dtype", "to_dtype", "constant", "current", "user_place", "Any", "NAMES",
+    "BINARY", "ACTIVATIONS", "promote", "update", "assign", "nc_matmul_result"))
+
+
+def __getattr__(name: str) -> Any:
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise AsmError(f"nl.{name} is not available in ncsim's NKI front end; it has: {', '.join(NAMES)}",
+                   user_place().source_loc())
+
+

@@ -1,0 +1,401 @@
+"""The NKI kernel builder: runs a kernel's Python once per SPMD instance and builds an ncsim Program.
+
+The program is the assembler's own `ncsim.asm.assembler.Program`: every `nl.*` / `nisa.*` call adds
+`ncsim.asm.instruction.Instruction`s made from the instruction table by operand name (`emit`),
+checked by the assembler's rules (`ncsim.asm.rules.check_instruction`) and placed at the kernel's
+own source line (the first frame outside `ncsim.nki`), so errors, the trace and the report point at
+the kernel. Tensors are `TensorEntry`s placed by `ncsim.asm.alloc.Allocator`; `Program.build` then
+synchronises the engines exactly as for assembly. Nothing is printed and re-parsed.
+
+Buffer policy (docs/nki.md): every creation site of an on-chip tile (its line, and the lines of
+the calls that led there) has a pool of buffers. A new tile at a site takes the next buffer of its
+pool in turn; the pool grows to `buffers` (default 2) so that consecutive iterations of a loop
+write different buffers and can overlap, and beyond that only when every buffer still holds a tile
+the kernel can reach (a Python reference to it is alive). A tile nobody can reach any more gives
+its buffer back to its site.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import linecache
+import os
+import sys
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ncsim import dtypes, isa
+from ncsim.asm.alloc import Allocator
+from ncsim.asm.assembler import Program
+from ncsim.asm.fields import APKind
+from ncsim.asm.instruction import Instruction
+from ncsim.asm.objfile import TensorEntry
+from ncsim.asm.rules import check_instruction
+from ncsim.config import Config
+from ncsim.errors import AsmError, NcsimError, SourceLoc
+from ncsim.memory.access import AccessPattern, Immediate, Memory
+from ncsim.nki.tensor import Buffer, View
+
+DEFAULT_BUFFERS = 2  # buffers per tile creation site (see the module docstring)
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_current: Tracer | None = None
+
+
+def current(what: str = "this call") -> Tracer:
+    if _current is None:
+        raise AsmError(f"{what} is only available inside an NKI kernel being traced (call the kernel, or"
+                       " nki.simulate_kernel(kernel, ...))")
+    return _current
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where in the user's code an instruction or a tile comes from."""
+
+    file: str
+    line: int
+    col: int  # 1-based
+    length: int
+    site: tuple[tuple[str, int, int], ...]  # the user frames' (file, line, col), innermost first
+
+    def source_loc(self) -> SourceLoc:
+        return SourceLoc(self.file, self.line, self.col, linecache.getline(self.file, self.line), self.length)
+
+
+def _position(frame: Any) -> tuple[int, int, int]:
+    """(line, 1-based column, length) of the call a frame is executing (Python 3.11 positions)."""
+    line = frame.f_lineno
+    try:
+        pos = _positions(frame.f_code)[frame.f_lasti // 2]
+    except (IndexError, TypeError):
+        return line, 1, 1
+    if pos[0] is None or pos[2] is None:
+        return line, 1, 1
+    length = (pos[3] - pos[2]) if pos[1] == pos[0] and pos[3] is not None else 1
+    return pos[0], pos[2] + 1, max(1, length)
+
+
+_POSITIONS: dict[Any, list[Any]] = {}
+
+
+def _positions(code: Any) -> list[Any]:
+    got = _POSITIONS.get(code)
+    if got is None:
+        got = _POSITIONS[code] = list(code.co_positions())
+    return got
+
+
+def user_place() -> Place:
+    """The innermost frame outside ncsim.nki (the kernel's line that called nl.* / nisa.*), and
+    the chain of user frames around it up to the tracer (the tile creation site)."""
+    frame = sys._getframe(1)
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _PACKAGE_DIR:
+        frame = frame.f_back
+    if frame is None:
+        return Place("<nki>", 1, 1, 1, ())
+    first = frame
+    site = []
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) != _PACKAGE_DIR:
+        line, col, _ = _position(frame)
+        site.append((frame.f_code.co_filename, line, col))
+        frame = frame.f_back
+    line, col, length = _position(first)
+    return Place(first.f_code.co_filename, line, col, length, tuple(site))
+
+
+@dataclass
+class Pending:
+    """An instruction whose destination is not yet chosen (see ncsim.nki.tensor)."""
+
+    tracer: Tracer
+    mnemonic: str
+    engine: str | None
+    operands: dict[str, Any]
+    memory: str
+    place: Place
+    intervals: dict[int, tuple[int, int]] = field(default_factory=dict)
+    dst_name: str = "dst"
+
+
+@dataclass
+class _Pool:
+    entries: list[TensorEntry] = field(default_factory=list)
+    holders: list[Callable[[], Buffer | None]] = field(default_factory=list)
+    next: int = 0
+
+
+class Tracer:
+    """Builds one kernel's Program while its Python runs (see the module docstring)."""
+
+    def __init__(self, kernel: str, config: Config, buffers: int = DEFAULT_BUFFERS):
+        self.config = config
+        self.buffers = buffers
+        self.program = Program(kernel=kernel)
+        self.alloc = Allocator(config)
+        self.queues: dict[tuple[str, Memory, Memory], int] = {}
+        self.pools: dict[tuple[str, tuple[int, ...], str, tuple], _Pool] = {}
+        self.pending: list[weakref.ref[View]] = []
+        self.hbm: list[Buffer] = []
+        self.shared: list[Buffer] = []  # shared_hbm tensors, in creation order (shared by SPMD instances)
+        self.shared_seen = 0  # shared_hbm tensors the current instance has created
+        self.grid: tuple[int, ...] = ()
+        self.program_id: tuple[int, ...] = ()
+        self.names: set[str] = set()
+
+    # ---------------------------------------------------------------- names and places
+    def unique(self, name: str) -> str:
+        base, n = name, 1
+        while name in self.names:
+            name = f"{base}_{n}"
+            n += 1
+        self.names.add(name)
+        return name
+
+    def fail(self, message: str, place: Place | None = None, notes: tuple[str, ...] = ()) -> AsmError:
+        return AsmError(message, (place or user_place()).source_loc(), notes=notes)
+
+    # ---------------------------------------------------------------- tensors
+    def hbm_tensor(self, name: str, dtype: dtypes.DType, shape: tuple[int, ...], kind: str) -> Buffer:
+        entry = self.alloc.place(TensorEntry(self.unique(name), "hbm", dtype, shape, 0, 0, kind))
+        buf = Buffer(entry, entry.name)
+        self.hbm.append(buf)
+        return buf
+
+    def tile(self, memory: str, dtype: dtypes.DType, shape: tuple[int, ...], place: Place) -> Buffer:
+        """A buffer for a new tile made at `place` (the buffer policy of the module docstring)."""
+        self.check_tile(memory, dtype, shape, place)
+        key = (memory, shape, dtype.short, place.site)
+        pool = self.pools.setdefault(key, _Pool())
+        chosen = None
+        if len(pool.entries) >= self.buffers:
+            n = len(pool.entries)
+            for k in range(n):
+                i = (pool.next + k) % n
+                if pool.holders[i]() is None:
+                    chosen = i
+                    break
+        if chosen is None:
+            file = os.path.basename(place.file).removesuffix(".py")
+            name = self.unique(f"{file}_{place.line}_{memory}{len(pool.entries)}")
+            try:
+                entry = self.alloc.place(TensorEntry(name, memory, dtype, shape, 0, 0, "tile"))
+            except AsmError as e:
+                raise AsmError(e.message, place.source_loc(), notes=e.notes) from None
+            self.program.tensors[name] = entry
+            pool.entries.append(entry)
+            pool.holders.append(lambda: None)
+            chosen = len(pool.entries) - 1
+        pool.next = (chosen + 1) % max(len(pool.entries), 1)
+        buf = Buffer(pool.entries[chosen], pool.entries[chosen].name)
+        pool.holders[chosen] = weakref.ref(buf)
+        return buf
+
+    def check_tile(self, memory: str, dtype: dtypes.DType, shape: tuple[int, ...], place: Place) -> None:
+        """NKI's tile rules: partition dimension first, at most pmax; a PSUM tile fits one bank."""
+        cfg = self.config
+        if not shape or any(int(s) < 1 for s in shape):
+            raise self.fail(f"a tile's shape must be non-empty and positive, not {list(shape)}", place)
+        if shape[0] > cfg.pmax:
+            raise self.fail(f"a tile's first dimension is its partition dimension, at most {cfg.pmax}"
+                            f" (nl.tile_size.pmax); this one is {list(shape)}", place)
+        per = dtype.itemsize
+        for s in shape[1:]:
+            per *= s
+        if memory == "psum" and per > cfg.psum_bank_bytes:
+            raise self.fail(f"a PSUM tile holds at most {cfg.psum_bank_bytes} bytes per partition (one bank:"
+                            f" nl.tile_size.psum_fmax = {cfg.psum_bank_bytes // 4} fp32); {list(shape)} of"
+                            f" {dtype.name} needs {per}", place)
+
+    # ---------------------------------------------------------------- pending results
+    def result(self, shape: tuple[int, ...], dtype: dtypes.DType, memory: str, mnemonic: str,
+               engine: str | None = None, intervals: dict[int, tuple[int, int]] | None = None,
+               dst_name: str = "dst", **operands: Any) -> View:
+        """A view of a result whose instruction is `mnemonic(**operands)`, its destination chosen later."""
+        place = user_place()
+        if memory != "hbm":
+            self.check_tile(memory, dtype, shape, place)
+        for v in operands.values():
+            if isinstance(v, View) and v.pending is not None and v._buf is None:
+                self.place(v)
+        p = Pending(self, mnemonic, engine, operands, memory, place, dict(intervals or {}), dst_name)
+        from ncsim.nki.tensor import row_major
+
+        view = View(None, 0, 0, row_major(shape, memory != "hbm"), dtype, p)
+        self.pending.append(weakref.ref(view))
+        return view
+
+    def place(self, view: View) -> None:
+        """Give a pending view a tile at its creation site and emit its instruction."""
+        p = self.take(view)
+        view._buf = self.tile(p.memory, view.nc_dtype, view.shape, p.place)
+        self.emit_pending(p, view)
+
+    def take(self, view: View) -> Pending:
+        """Take a pending view's instruction, to emit it into a destination of the caller's choice
+        (the results made before it are emitted first, so that program order is creation order)."""
+        p = view.pending
+        assert p is not None and view._buf is None
+        while self.pending:
+            first = self.pending[0]()
+            if first is view:
+                break
+            if first is None or first._buf is not None:
+                self.pending.pop(0)
+            else:
+                self.place(first)
+        self.pending = [r for r in self.pending if r() is not None and r() is not view]
+        return p
+
+    def emit_pending(self, p: Pending, dst: View) -> Instruction:
+        dst = dst.clip(p.intervals) if p.intervals else dst
+        return self.emit(p.mnemonic, p.engine, place=p.place, flush=False, **{p.dst_name: dst}, **p.operands)
+
+    def flush(self) -> None:
+        """Emit every pending result into a tile of its own, in the order they were made."""
+        while self.pending:
+            ref = self.pending[0]
+            view = ref()
+            if view is None or view._buf is not None:
+                self.pending.pop(0)
+                continue
+            self.place(view)
+
+    def discard_pending(self) -> None:
+        """At the end of a kernel: results nobody used are never computed (dead code)."""
+        self.pending = []
+
+    # ---------------------------------------------------------------- instructions
+    def emit(self, mnemonic: str, engine: str | None = None, *, place: Place | None = None,
+             accumulating: bool = False, flush: bool = True, **operands: Any) -> Instruction:
+        """Add one instruction, its operands given by NAME (the table's names). Views become access
+        patterns, Python numbers constants. Checked by the assembler's rules at the kernel's line.
+        Pending results are emitted first (flush=False: the caller has emitted those before it)."""
+        place = place or user_place()
+        if flush:
+            self.flush()
+        spec = isa.BY_MNEMONIC[mnemonic]
+        unknown = set(operands) - {o.name for o in spec.operands}
+        if unknown:  # a bug in ncsim.nki, not in the kernel
+            raise TypeError(f"{mnemonic} has no operands {sorted(unknown)} (isa.py: {spec.syntax()})")
+        try:
+            for o in spec.operands:
+                v = operands.get(o.name)
+                if isinstance(v, View) and v.buf.zero_pending and not (accumulating and o.name == "dst"):
+                    self.emit_zeros(v.buf, place)
+            values: dict[str, Any] = {}
+            views: dict[str, View] = {}
+            for o in spec.operands:
+                if o.name not in operands:
+                    if o.required:
+                        raise TypeError(f"{mnemonic} needs operand {o.name}")
+                    values[o.name] = o.default
+                    continue
+                v = operands[o.name]
+                if isinstance(v, View):
+                    views[o.name] = v
+                    values[o.name] = v.ap()
+                elif isinstance(o.kind, APKind):
+                    values[o.name] = None if v is None else constant(v)
+                else:
+                    values[o.name] = v
+            engine = engine or spec.engines[0]
+            given = set(operands)
+            if mnemonic == "dma_copy" and "queue" not in operands:
+                values["queue"] = self.auto_queue(engine, values["src"], values["dst"])
+                given.add("queue")
+            instr = Instruction(spec, engine, values, loc=place.source_loc(), given=frozenset(given))
+            check_instruction(instr, self.config)
+        except NcsimError as e:
+            raise e.at(place.source_loc()) from None
+        self.program.add(instr, (self.program.file_index(place.file), place.line, place.col))
+        for o in spec.operands:
+            v = views.get(o.name)
+            if v is not None and o.role in ("out", "inout"):
+                buf = v.buf
+                buf.stored = True
+                if not accumulating:
+                    buf.zeroed = False
+                    buf.matmul_written.clear()
+        return instr
+
+    def emit_zeros(self, buf: Buffer, place: Place) -> None:
+        """The memset that nl.zeros in PSUM deferred (an nc_matmul that overwrites it all needs none)."""
+        buf.zero_pending = False
+        self.emit("memset", "vector", place=place, flush=False, dst=buf.whole(), value=constant(0.0))
+        buf.zeroed = True
+
+    def auto_queue(self, engine: str, src: AccessPattern, dst: AccessPattern) -> int:
+        """The assembler's rule (Assembler.auto_queue): one DMA queue per issuing engine and direction."""
+        key = (engine, src.memory, dst.memory)
+        if key not in self.queues:
+            self.queues[key] = len(self.queues) % self.config.dma_queues_per_engine
+        return self.queues[key]
+
+    # ---------------------------------------------------------------- driving a kernel
+    def run_grid(self, func: Callable[..., Any], args: tuple, kwargs: dict, grid: tuple[int, ...]) -> Any:
+        global _current
+        if _current is not None:
+            raise AsmError("an NKI kernel cannot call another kernel while it is traced")
+        self.grid = grid
+        result = None
+        _current = self
+        try:
+            for pid in itertools.product(*(range(g) for g in grid)) if grid else [()]:
+                self.program_id = pid
+                self.shared_seen = 0
+                result = func(*args, **kwargs)
+                self.flush()
+        finally:
+            _current = None
+            self.discard_pending()
+        return result
+
+    def shared_hbm(self, dtype: dtypes.DType, shape: tuple[int, ...], place: Place) -> Buffer:
+        """nl.shared_hbm tensors are shared by the SPMD instances: the n-th one an instance makes is
+        the n-th one the first instance made."""
+        n = self.shared_seen
+        self.shared_seen += 1
+        if n < len(self.shared):
+            buf = self.shared[n]
+            if buf.entry.shape != shape or buf.dtype != dtype:
+                raise self.fail(f"SPMD instances disagree on shared_hbm tensor {n}: {list(buf.entry.shape)}"
+                                f" {buf.dtype.name} and {list(shape)} {dtype.name}", place)
+            return buf
+        buf = self.hbm_tensor("hbm", dtype, shape, "scratch")
+        self.shared.append(buf)
+        return buf
+
+    def finish(self, outputs: list[Buffer], inouts: list[Buffer]) -> None:
+        """Give the HBM tensors their roles and names in the object's tensor table."""
+        out_ids = {id(b) for b in outputs}
+        in_ids = {id(b) for b in inouts}
+        for buf in self.hbm:
+            kind = buf.entry.kind
+            if id(buf) in out_ids:
+                kind = "inout" if kind == "in" else "out"
+            elif id(buf) in in_ids:
+                kind = "inout"
+            buf.entry = dataclasses.replace(buf.entry, kind=kind)
+            self.program.tensors[buf.entry.name] = buf.entry
+
+
+def constant(v: Any) -> Immediate:
+    """A Python or numpy number as an instruction's constant: floats as their nearest fp32, integers
+    as int32 (uint32 above 2**31 - 1), as the assembler's constants are."""
+    if isinstance(v, Immediate):
+        return v
+    import numpy as np
+
+    if isinstance(v, (bool, np.bool_)):
+        return Immediate(int(v), dtypes.INT32)
+    if isinstance(v, (int, np.integer)):
+        v = int(v)
+        if not -2**31 <= v <= 2**32 - 1:
+            raise AsmError(f"constant {v} does not fit in 32 bits")
+        return Immediate(v, dtypes.INT32 if v < 2**31 else dtypes.by_name("u32"))
+    if isinstance(v, (float, np.floating)):
+        return Immediate(float(np.float32(v)), dtypes.FLOAT32)
+    raise AsmError(f"expected a tile or a number, not {type(v).__name__}")
