@@ -1,5 +1,9 @@
 """The functional machine: executes a loaded program's instructions on the memory state.
 
+It reads the decoded program (`ncsim.program.Program`): the instructions it hands to the engines
+are the program's (made once from its arrays and kept there), and the waits and signals are read
+from the program's semaphore columns.
+
 Each engine runs its stream in order. An instruction runs once every semaphore condition it waits
 for holds; its semaphore updates apply when it has run. The machine picks engines in a fixed order
 (the table's engine order), running each as far as it can before moving on; any order that respects
@@ -18,23 +22,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
+from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
 
 from ncsim import engines, isa
-from ncsim.asm.disasm import decode_object
-from ncsim.asm.fields import SemOp
+from ncsim.asm.fields import SIGNAL_OPS, SemOp
 from ncsim.asm.instruction import Instruction
 from ncsim.asm.objfile import ObjectFile, TensorEntry
 from ncsim.asm.rules import check_instruction, check_tensor
 from ncsim.config import Config
 from ncsim.engines.context import Context
-from ncsim.errors import AsmError, DeadlockError, NcsimError, SimError, SourceLoc, Waiting
+from ncsim.errors import AsmError, DeadlockError, NcsimError, SimError, SourceLoc, Waiting, unmet_wait
 from ncsim.memory.access import AccessPattern, Memory
 from ncsim.memory.state import MemoryState
+from ncsim.program import Program
 
 ENGINES = isa.ENGINES
 SEM_MAX = 2**32 - 1
@@ -71,13 +74,14 @@ class UnwrittenRead:
 
 
 class Machine:
-    def __init__(self, obj: ObjectFile, config: Config, file: str = "<object>"):
+    def __init__(self, program: Program | ObjectFile, config: Config, file: str = "<object>"):
+        """`program`: the decoded program, or an object (decoded here)."""
         engines.load()
-        self.obj = obj
+        self.program = Program.of(program, file)
+        self.obj = program if isinstance(program, ObjectFile) else self.program.obj
         self.config = config
         self.file = file
-        self.streams: dict[str, list[Instruction]] = decode_object(obj, file)
-        self.mem = MemoryState(config, obj.tensors)
+        self.mem = MemoryState(config, self.program.tensors)
         self.engine_state: dict[str, dict] = {e: {} for e in ENGINES}
         self.sems = [0] * config.semaphores
         self._accesses: list[tuple[str, int, AccessPattern, bool]] = []  # made into footprints when asked
@@ -87,21 +91,19 @@ class Machine:
         self.psum_from_matmul = np.zeros((config.pmax, config.psum_partition_bytes), np.bool_)
         self.pcs = {e: 0 for e in ENGINES}
 
-    # ------------------------------------------------------------------ source places
+    # ------------------------------------------------------------------ the program
+    @cached_property
+    def streams(self) -> dict[str, list[Instruction]]:
+        """Each engine's instructions (the program's, made when first asked)."""
+        return {e: self.program.stream(e) for e in ENGINES}
+
     def loc(self, engine: str, index: int) -> SourceLoc | None:
-        entries = self.obj.lines[engine]
-        if index >= len(entries):
-            return None
-        e = entries[index]
-        path = self.obj.files[e.file] if e.file < len(self.obj.files) else self.file
-        text = _source_line(path, e.line)
-        instr = self.streams[engine][index]
-        return SourceLoc(path, e.line, e.col, text, length=len(instr.mnemonic))
+        return self.program.loc(self.program.find(engine, index))
 
     def verify(self) -> None:
         """Check every tensor and instruction against the hardware rules of this configuration (the
         assembler does the same for source; an object may come from elsewhere, or from another config)."""
-        for t in self.obj.tensors:
+        for t in self.program.tensors:
             try:
                 check_tensor(t, self.config)
             except AsmError as e:
@@ -115,7 +117,7 @@ class Machine:
 
     # ------------------------------------------------------------------ host side
     def tensor(self, name: str) -> TensorEntry:
-        for t in self.obj.tensors:
+        for t in self.program.tensors:
             if t.name == name:
                 return t
         raise KeyError(name)
@@ -166,24 +168,34 @@ class Machine:
     # ------------------------------------------------------------------ running
     @property
     def total(self) -> int:
-        return sum(len(s) for s in self.streams.values())
+        return self.program.count
 
     def run(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Run every stream to its end, or raise DeadlockError / SimError."""
+        prog = self.program
         total = self.total
         done = len(self.order)
+        first = prog.first.tolist()
+        wptr, wsem, wop, wval = (a.tolist() for a in (prog.wait_ptr, prog.wait_sem, prog.wait_op, prog.wait_value))
+        sems = self.sems
         moved = True
         while moved:
             moved = False
-            for engine in ENGINES:
-                stream = self.streams[engine]
+            for e, engine in enumerate(ENGINES):
                 pc = self.pcs[engine]
-                while pc < len(stream):
-                    instr = stream[pc]
-                    if not all(self._holds(w) for w in _waits(instr)):
+                k, end = first[e] + pc, first[e + 1]
+                while k < end:
+                    held = True
+                    for j in range(wptr[k], wptr[k + 1]):  # op 0 is >=, 1 is ==
+                        v = sems[wsem[j]]
+                        if v < wval[j] if wop[j] == 0 else v != wval[j]:
+                            held = False
+                            break
+                    if not held:
                         break
-                    self._execute(engine, pc, instr)
+                    self._execute(engine, pc, k)
                     pc += 1
+                    k += 1
                     self.pcs[engine] = pc
                     done += 1
                     moved = True
@@ -192,7 +204,8 @@ class Machine:
         if done < total:
             raise self._deadlock()
 
-    def _execute(self, engine: str, index: int, instr: Instruction) -> None:
+    def _execute(self, engine: str, index: int, k: int) -> None:
+        instr = self.program.instruction(k)
         ctx = Context(self, engine, index, instr)
         try:
             instr.spec.slots["execute"](ctx)
@@ -203,57 +216,38 @@ class Machine:
                            f" ({', '.join(str(list(ap.shape)) for ap in _patterns(instr))})",
                            self.loc(engine, index)) from None
         self.order.append((engine, index))
-        for s in _signals(instr):
-            self._update(s, ctx)
+        prog = self.program
+        for j in range(int(prog.signal_ptr[k]), int(prog.signal_ptr[k + 1])):  # sem_signal's update last
+            self._update(int(prog.signal_sem[j]), int(prog.signal_op[j]), int(prog.signal_value[j]), ctx)
 
     def _holds(self, w: SemOp) -> bool:
         v = self.sems[w.sem]
         return v >= w.value if w.op == ">=" else v == w.value
 
-    def _update(self, s: SemOp, ctx: Context) -> None:
-        v = self.sems[s.sem]
-        new = v + s.value if s.op == "+=" else v - s.value if s.op == "-=" else s.value
+    def _update(self, sem: int, op: int, value: int, ctx: Context) -> None:
+        """Apply `s{sem} {SIGNAL_OPS[op]} {value}` (op 0 +=, 1 -=, 2 =)."""
+        v = self.sems[sem]
+        new = v + value if op == 0 else v - value if op == 1 else value
         if not 0 <= new <= SEM_MAX:
-            raise ctx.fail(f"semaphore s{s.sem} is {v}; {s} would take it to {new}, outside 0..{SEM_MAX}")
-        self.sems[s.sem] = new
+            s = SemOp(sem, SIGNAL_OPS[op], value)
+            raise ctx.fail(f"semaphore s{sem} is {v}; {s} would take it to {new}, outside 0..{SEM_MAX}")
+        self.sems[sem] = new
 
     def _deadlock(self) -> DeadlockError:
         waiting = []
-        for engine in ENGINES:
-            pc, stream = self.pcs[engine], self.streams[engine]
-            if pc < len(stream):
-                unmet = tuple(f"{w} (s{w.sem} is {self.sems[w.sem]})" for w in _waits(stream[pc]) if not self._holds(w))
-                waiting.append(Waiting(engine, pc, self.loc(engine, pc), stream[pc].mnemonic, unmet, len(stream)))
+        prog = self.program
+        for e, engine in enumerate(ENGINES):
+            pc, size = self.pcs[engine], int(prog.first[e + 1] - prog.first[e])
+            if pc < size:
+                k = int(prog.first[e]) + pc
+                unmet = tuple(unmet_wait(w.sem, w.op, w.value, self.sems[w.sem], prog.semaphores.get(w.sem))
+                              for w in prog.waits(k) if not self._holds(w))
+                waiting.append(Waiting(engine, pc, prog.loc(k), prog.mnemonic(k), unmet, size))
         return DeadlockError.of(waiting)
 
 
 def _patterns(instr: Instruction) -> list[AccessPattern]:
     return [v for v in instr.operands.values() if isinstance(v, AccessPattern)]
-
-
-def _waits(instr: Instruction) -> tuple[SemOp, ...]:
-    if instr.mnemonic == "sem_wait":
-        return instr.waits + (instr.operands["cond"],)
-    return instr.waits
-
-
-def _signals(instr: Instruction) -> tuple[SemOp, ...]:
-    if instr.mnemonic == "sem_signal":
-        return instr.signals + (instr.operands["update"],)
-    return instr.signals
-
-
-@cache
-def _source_lines(path: str) -> tuple[str, ...]:
-    try:
-        return tuple(Path(path).read_text(errors="replace").splitlines())
-    except OSError:
-        return ()
-
-
-def _source_line(path: str, line: int) -> str:
-    lines = _source_lines(path)
-    return lines[line - 1] if 0 < line <= len(lines) else ""
 
 
 __all__ = ["DeadlockError", "Footprint", "Machine", "SimError"]

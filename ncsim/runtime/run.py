@@ -15,6 +15,7 @@ program, a bad input, a rule broken at run time, a deadlock) raise `ncsim.errors
 
 from __future__ import annotations
 
+import numbers
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ncsim.config import Config
-from ncsim.errors import NcsimError
+from ncsim.errors import InputError, NcsimError
 from ncsim.progress import Progress
 from ncsim.runtime import inputs as inputs_mod
 from ncsim.runtime.check import compare
@@ -34,6 +35,7 @@ from ncsim.runtime.check import compare
 # machine only for values, so that a timing-only run or a run of source loads no more than it uses.
 if TYPE_CHECKING:
     from ncsim.asm.objfile import ObjectFile
+    from ncsim.program import Program
     from ncsim.runtime.check import CheckResult
     from ncsim.runtime.machine import Machine
     from ncsim.runtime.races import RaceReport
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
 @dataclass
 class RunResult:
     kernel: str
-    obj: ObjectFile = field(repr=False)
+    program: Program = field(repr=False)  # the decoded program that ran
     outputs: dict[str, np.ndarray]  # every `out`/`inout` HBM tensor after the run, by name
     inputs: dict[str, np.ndarray]
     input_origin: dict[str, str]  # where each input came from
@@ -58,6 +60,11 @@ class RunResult:
     races: RaceReport | None = None  # instructions that touch the same bytes unordered; None untimed
 
     @cached_property
+    def obj(self) -> ObjectFile:
+        """The object of the program (the one loaded, or made from the decoded program when asked)."""
+        return self.program.obj if self.program.obj is not None else self.program.to_object()
+
+    @cached_property
     def report(self) -> Report:
         """The timing report: where the time went and what bounds the kernel (needs timing)."""
         from ncsim.runtime.report import report as make_report
@@ -67,23 +74,32 @@ class RunResult:
         return make_report(self.timing)
 
 
-def load_program(program: str | Path | ObjectFile, config: Config) -> tuple[ObjectFile, str, bool]:
-    """(object, display name, whether it came from an object file). A .s file is assembled in memory."""
+def load_program(program: str | Path | ObjectFile, config: Config) -> tuple[Program, str, bool]:
+    """(the decoded program, display name, whether it came from an object). A .s file is assembled in
+    memory, straight into the decoded program; an object is decoded once, for every phase."""
     from ncsim.asm.objfile import ObjectFile
+    from ncsim.program import Program
 
     if isinstance(program, ObjectFile):
-        return program, f"<kernel {program.kernel}>", True
+        name = f"<kernel {program.kernel}>"
+        return Program.from_object(program, name), name, True
     path = str(program)
     if Path(path).is_dir():
         raise NcsimError("is a directory, not a program (.s or .o)", file=path)
     if path.endswith(".s"):
-        from ncsim.asm.assembler import assemble_file
+        from ncsim.asm.assembler import Assembler, read_source
 
         with Progress(None, f"assembling {path}"):
-            return assemble_file(path, config), path, False
+            asm = Assembler(config)
+            obj = asm.assemble(read_source(path), path)
+            # The program straight from the assembler's arrays: the object is not decoded again.
+            prog = Program.from_encoded(asm.program.encoded, obj.kernel, obj.files, obj.tensors, path,
+                                        getattr(obj, "semaphores", {}))
+            prog.obj = obj
+            return prog, path, False
     from ncsim.asm.elf import load_object
 
-    return load_object(path), path, True
+    return Program.from_object(load_object(path), path), path, True
 
 
 def run(program: str | Path | ObjectFile, inputs: Mapping[str, Any] | None = None, *,
@@ -102,15 +118,20 @@ def run(program: str | Path | ObjectFile, inputs: Mapping[str, Any] | None = Non
     """
     from ncsim.asm.objfile import ObjectFile
 
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise InputError(f"seed {seed!r}: a seed is a non-negative integer (numpy's random generators,"
+                         " and the sidecars' inputs(seed), take no other)")
     config = config or Config()
-    obj, name, from_object = load_program(program, config)
+    prog, name, from_object = load_program(program, config)
+    if from_object:  # an object is held to this configuration's rules before anything is allocated or run,
+        from ncsim.runtime.verify import verify_program  # timing-only too
+
+        verify_program(prog, config)
     machine = None
     if values:
         from ncsim.runtime.machine import Machine
 
-        machine = Machine(obj, config, name)
-        if from_object:  # an object is held to this configuration's rules before anything runs
-            machine.verify()
+        machine = Machine(prog, config, name)
     timed = None
     if timing:
         from ncsim.runtime.races import find_races
@@ -119,13 +140,13 @@ def run(program: str | Path | ObjectFile, inputs: Mapping[str, Any] | None = Non
         # Timing first: it needs no values, and a deadlock it finds is reported with simulated times.
         with Progress(None, f"timing {name}"):
             start = time.perf_counter()
-            timed = time_program(obj, config, name)
+            timed = time_program(prog, config, name)
             timing_seconds = time.perf_counter() - start
             races = find_races(timed)
     if not values:
         if timed is None:
             raise ValueError("run(values=False) needs timing=True: there would be nothing to do")
-        return RunResult(obj.kernel, obj, {}, {}, {}, None, [], timed.count, 0.0, None, timed, timing_seconds,
+        return RunResult(prog.kernel, prog, {}, {}, {}, None, [], timed.count, 0.0, None, timed, timing_seconds,
                          races)
     if sidecar is True:
         side_path = None if isinstance(program, ObjectFile) else inputs_mod.find_sidecar(program)
@@ -136,9 +157,9 @@ def run(program: str | Path | ObjectFile, inputs: Mapping[str, Any] | None = Non
         if not side_path.is_file():
             raise NcsimError("no such sidecar file", file=str(side_path))
     side = inputs_mod.load_sidecar(side_path)
-    arrays, origin = inputs_mod.resolve_inputs(obj, inputs or {}, side, seed)
+    arrays, origin = inputs_mod.resolve_inputs(prog, inputs or {}, side, seed)
 
-    for t in inputs_mod.input_tensors(obj):
+    for t in inputs_mod.input_tensors(prog):
         machine.load_tensor(t, arrays[t.name])
     start = time.perf_counter()
     with Progress(machine.total, f"simulating {name}", unit="instr") as bar:
@@ -150,13 +171,13 @@ def run(program: str | Path | ObjectFile, inputs: Mapping[str, Any] | None = Non
         machine.run(report_progress if bar.enabled or progress is not None else None)
     seconds = time.perf_counter() - start
 
-    outs = {t.name: t for t in inputs_mod.output_tensors(obj)}
+    outs = {t.name: t for t in inputs_mod.output_tensors(prog)}
     outputs = {n: machine.read_tensor(t) for n, t in outs.items()}
     result_check = None
     if check and side.has_reference:
-        expected = inputs_mod.reference_outputs(obj, side, arrays)
+        expected = inputs_mod.reference_outputs(prog, side, arrays)
         result_check = compare(outs, outputs, expected)
-    return RunResult(obj.kernel, obj, outputs, arrays, origin, result_check, machine.warnings(), machine.total, seconds,
+    return RunResult(prog.kernel, prog, outputs, arrays, origin, result_check, machine.warnings(), machine.total, seconds,
                      machine, timed, timing_seconds if timed is not None else 0.0, races if timed is not None else None)
 
 

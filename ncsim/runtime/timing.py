@@ -1,17 +1,16 @@
 """Event-driven timing of the whole core: when each instruction and each DMA piece starts and ends.
 
-`time_program(obj, config)` needs no functional run: everything comes from the encoded instruction
-streams. It works in three steps, each over flat arrays:
+`time_program(program, config)` needs no functional run: everything comes from the decoded
+program (`ncsim.program.Program`, built once from the object or by the assembler; an object given
+here is decoded first). It works in three steps, each over flat arrays:
 
-1. Read (`_scan`, `_read`: numba, one pass over the words). Instructions whose encodings agree in
-   everything that can change their cost (every byte except the semaphore counts, the access
-   patterns' byte offsets and the semaphore operands) share one *body*. A hash table keyed by a
-   64-bit hash of those bytes finds each instruction's body, and every match is confirmed word by
-   word, so a collision costs time, never a wrong answer. Only the first instruction of each body is
-   decoded into Python objects and costed (`ncsim.engines.cost.describe`): a tiled kernel of a
-   million instructions costs a few hundred decodes. What differs between the instructions of a
-   body is read numerically in the same pass: the access patterns' footprints (memory, partitions,
-   byte range) and the semaphore waits and signals.
+1. Cost the bodies. Instructions whose encodings agree in everything that can change their cost
+   (every byte except the semaphore counts, the access patterns' byte offsets and the semaphore
+   operands) share one *body* (`Program.body`, found by the program's numba reading pass). Only the
+   first instruction of each body is costed (`ncsim.engines.cost.describe`): a tiled kernel of a
+   million instructions costs a few hundred. What differs between the instructions of a body is in
+   the program's per-instruction columns: the access patterns' footprints (memory, partitions, byte
+   range) and the semaphore waits and signals.
 2. Schedule (`_simulate`, numba): the five in-order engine queues, the semaphores, the v2 ports,
    the 16 DMA engines with 16 queues each, and the HBM bandwidth cap, in integer ticks of
    `Config.tick_hz`. Everything that is the same for a body is looked up in small per-body tables,
@@ -26,24 +25,24 @@ whose sides differ in size) are NcsimError subclasses placed at the instruction'
 
 from __future__ import annotations
 
-import linecache
 import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache, cached_property
+from functools import cached_property
 
 import numba
 import numpy as np
 from numba.cpython.unsafe.numbers import trailing_zeros
 
-from ncsim import dtypes, isa
+from ncsim import isa
 from ncsim.asm.fields import WAIT_OPS
-from ncsim.asm.instruction import Instruction, decode_one, encode, layout
+from ncsim.asm.instruction import Instruction
 from ncsim.asm.objfile import ObjectFile
 from ncsim.config import DEFAULT, Config
 from ncsim.engines.cost import DATAPATH, DMA, SEMAPHORE, InstrCost, describe
-from ncsim.errors import DeadlockError, NcsimError, ObjectFileError, SimError, SourceLoc, Waiting
+from ncsim.errors import DeadlockError, NcsimError, SimError, SourceLoc, Waiting, unmet_wait
+from ncsim.program import ACCESS_READ, ACCESS_WRITE, Program  # noqa: F401 - ACCESS_*: re-exported
 
 ENGINES = isa.ENGINES  # the order of the streams, and of ties between engines at one instant
 SEM_MAX = 2**32 - 1
@@ -57,9 +56,7 @@ LOAD_STATIONARY = 4  # nc_matmul: the part of its LoadStationary the previous in
 ISSUE_INTERVAL = 8  # Scalar: dependent and tiny, so it lasts the issue interval (docs/hardware.md#cost)
 DEPENDENT = 16  # it reads bytes the previous data-path instruction of its engine wrote
 
-ACCESS_READ, ACCESS_WRITE = 1, 2  # bits of TimingResult.fp_access
-
-_MAX_AP = 8  # access-pattern operands of one instruction, at most
+# ACCESS_READ, ACCESS_WRITE: bits of TimingResult.fp_access (ncsim.program's)
 
 
 # --------------------------------------------------------------------------- the result
@@ -134,7 +131,7 @@ class TimingResult:
     fp_access: np.ndarray
     _piece_body: np.ndarray = field(repr=False)  # piece -> row of the per-body piece table
     _piece_table: np.ndarray = field(repr=False)  # [row, (engine, queue, bytes, hbm bytes, src, dst)]
-    _program: _Program = field(repr=False)
+    _program: Program = field(repr=False)
 
     # ------------------------------------------------------------------ sizes and units
     @property
@@ -229,11 +226,25 @@ class TimingResult:
     def mnemonic(self, k: int) -> str:
         return isa.BY_OPCODE[int(self.body_opcode[self.body[k]])].mnemonic
 
+    @property
+    def program(self) -> Program:
+        """The decoded program that was timed."""
+        return self._program
+
     def instruction(self, k: int) -> Instruction:
-        return self._program.decode(int(k))
+        return self._program.instruction(int(k))
 
     def loc(self, k: int) -> SourceLoc | None:
         return self._program.loc(int(k))
+
+    @property
+    def obj(self) -> ObjectFile | None:
+        """The timed object (None for a program given as instructions); for a program the assembler
+        built directly, made from it when first asked."""
+        prog = self._program
+        if prog.obj is None and prog._given is None:
+            prog.obj = prog.to_object()
+        return prog.obj
 
     def formula(self, k: int) -> str:
         """Instruction k's cost in words: its formula with numbers, then what its neighbours added."""
@@ -268,15 +279,16 @@ def dma_latency_ticks(config: Config) -> int:
 
 # --------------------------------------------------------------------------- entry point
 
-def time_program(program: ObjectFile | Mapping[str, Sequence[Instruction]], config: Config = DEFAULT,
+def time_program(program: Program | ObjectFile | Mapping[str, Sequence[Instruction]], config: Config = DEFAULT,
                  file: str = "<object>", profile: dict[str, float] | None = None) -> TimingResult:
-    """Time a program: an ObjectFile, or {engine: [Instruction, ...]} for instructions built in Python.
+    """Time a program: a decoded `ncsim.program.Program`, an ObjectFile (decoded here), or
+    {engine: [Instruction, ...]} for instructions built in Python.
 
-    `profile`, if given, receives the host seconds of each step: "read" (the streams into arrays and
-    the costs of the distinct bodies), "simulate" (the scheduler alone) and "total".
+    `profile`, if given, receives the host seconds of each step: "read" (decoding an object, if one is
+    given, and the costs of the distinct bodies), "simulate" (the scheduler alone) and "total".
     """
     t0 = time.perf_counter()
-    prog = _Program.of(program, file)
+    prog = Program.of(program, file)
     flat = _flatten(prog, config)
     t1 = time.perf_counter()
     result = _schedule(prog, flat, config, profile)
@@ -286,325 +298,7 @@ def time_program(program: ObjectFile | Mapping[str, Sequence[Instruction]], conf
     return result
 
 
-# --------------------------------------------------------------------------- the program's text
-
-class _Program:
-    """The encoded streams as one array of words, and where each instruction came from."""
-
-    def __init__(self, streams: dict[str, bytes], file: str, obj: ObjectFile | None,
-                 instrs: dict[str, list[Instruction]] | None):
-        self.file = file
-        self.obj = obj
-        self.instrs = instrs
-        self.raw = streams
-        for engine in ENGINES:
-            if len(streams[engine]) % 8:
-                _raise_decode(streams[engine], engine, file)  # a truncated instruction: decode says where
-        self.words = np.frombuffer(b"".join(streams[e] for e in ENGINES), dtype="<u8")
-        sizes = np.array([len(streams[e]) // 8 for e in ENGINES], np.int64)
-        self.word_first = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
-        self.first = np.zeros(len(ENGINES) + 1, np.int64)  # set by _flatten: k of each stream's first
-        self.pos = np.zeros(0, np.int64)  # set by _flatten: word position of each instruction
-
-    @classmethod
-    def of(cls, program: ObjectFile | Mapping[str, Sequence[Instruction]], file: str) -> _Program:
-        if isinstance(program, ObjectFile):
-            return cls({e: program.streams.get(e, b"") for e in ENGINES}, file, program, None)
-        unknown = set(program) - set(ENGINES)
-        if unknown:
-            raise ValueError(f"unknown engines {sorted(unknown)}: the streams are {', '.join(ENGINES)}")
-        instrs = {e: list(program.get(e, ())) for e in ENGINES}
-        return cls({e: b"".join(encode(i) for i in instrs[e]) for e in ENGINES}, file, None, instrs)
-
-    def engine_of(self, k: int) -> int:
-        return int(np.searchsorted(self.first, k, side="right") - 1)
-
-    def decode(self, k: int) -> Instruction:
-        e = self.engine_of(k)
-        if self.instrs is not None:
-            return self.instrs[ENGINES[e]][k - int(self.first[e])]
-        pos = int(self.pos[k] - self.word_first[e]) * 8
-        return decode_one(self.raw[ENGINES[e]], pos, f"{self.file} (.text.{ENGINES[e]})")[0]
-
-    def loc(self, k: int) -> SourceLoc | None:
-        e = self.engine_of(k)
-        i = k - int(self.first[e])
-        if self.instrs is not None:
-            return self.instrs[ENGINES[e]][i].loc
-        entries = self.obj.lines.get(ENGINES[e], [])
-        if i >= len(entries):
-            return None
-        entry = entries[i]
-        path = self.obj.files[entry.file] if entry.file < len(self.obj.files) else self.file
-        opcode = int(self.words[self.pos[k]] & np.uint64(0xFF))
-        return SourceLoc(path, entry.line, entry.col, linecache.getline(path, entry.line).rstrip("\n"),
-                         length=len(isa.BY_OPCODE[opcode].mnemonic))
-
-    def raise_at(self, k: int) -> None:
-        """Raise the ObjectFileError of a malformed instruction k (decoding it says what is wrong)."""
-        e = self.engine_of(k)
-        _raise_decode(self.raw[ENGINES[e]], ENGINES[e], self.file, int(self.pos[k] - self.word_first[e]) * 8)
-
-
-def _raise_decode(stream: bytes, engine: str, file: str, pos: int = 0) -> None:
-    """Decode `stream` from byte `pos` to raise the ObjectFileError that says what is wrong there."""
-    where = f"{file} (.text.{engine})"
-    while pos < len(stream):
-        _, pos = decode_one(stream, pos, where)
-    raise ObjectFileError(f"malformed instruction stream in .text.{engine}", file=file)
-
-
-# --------------------------------------------------------------------------- tables of the encoding
-
-@dataclass(frozen=True)
-class _Tables:
-    fixed_words: np.ndarray  # opcode -> words of header + fields (0: no such opcode)
-    key_mask: np.ndarray  # [opcode, word]: the bits that make up a body
-    ap_off: np.ndarray  # [opcode, j]: byte offset of the j-th access-pattern operand (-1: none)
-    ap_access: np.ndarray  # [opcode, j]: ACCESS_READ | ACCESS_WRITE
-    ap_count: np.ndarray  # opcode -> access-pattern operands
-    sem_operand: np.ndarray  # opcode -> 1 for sem_wait (its cond is one more wait), 2 for sem_signal
-    itemsize: np.ndarray  # dtype code -> bytes (0: no such dtype)
-
-
-@cache
-def _tables() -> _Tables:
-    words = max(layout(row.opcode)[1] for row in isa.TABLE) // 8
-    fixed = np.zeros(256, np.int64)
-    mask = np.zeros((256, words), np.uint64)
-    ap_off = np.full((256, _MAX_AP), -1, np.int64)
-    ap_access = np.zeros((256, _MAX_AP), np.int64)
-    ap_count = np.zeros(256, np.int64)
-    sem_operand = np.zeros(256, np.int64)
-    roles = {"in": ACCESS_READ, "out": ACCESS_WRITE, "inout": ACCESS_READ | ACCESS_WRITE}
-    for row in isa.TABLE:
-        placed, size = layout(row.opcode)
-        fixed[row.opcode] = size // 8
-        keep = np.full(size, 0xFF, np.uint8)
-        keep[2:6] = 0  # semaphore counts and size: not part of the body
-        for operand, off in placed:
-            kind = type(operand.kind).__name__
-            if kind == "APKind":
-                keep[off + 8:off + 16] = 0  # the byte offset (or a constant's bits): read per instruction
-                j = ap_count[row.opcode]
-                ap_off[row.opcode, j] = off
-                ap_access[row.opcode, j] = roles[operand.role]
-                ap_count[row.opcode] += 1
-            elif kind == "SemOneKind":
-                keep[off:off + operand.kind.size] = 0
-                sem_operand[row.opcode] = 1 if row.mnemonic == "sem_wait" else 2
-        mask[row.opcode, :size // 8] = keep.view("<u8")
-    itemsize = np.zeros(256, np.int64)
-    for d in dtypes.DTYPES:
-        itemsize[d.code] = d.itemsize
-    return _Tables(fixed, mask, ap_off, ap_access, ap_count, sem_operand, itemsize)
-
-
-# --------------------------------------------------------------------------- numba kernels: reading
-
-@numba.njit(cache=True)
-def _scan(words, word_first, fixed_words, ap_count, sem_operand):
-    """Instruction positions (in words) of every stream, and totals for sizing the arrays of _read.
-
-    Returns (pos, first, waits, signals, footprints, bad): bad is the word position p of the first
-    malformed header, -2 - p if the instruction at p is encoded for another engine than its
-    stream's, or -1."""
-    n_eng = word_first.shape[0] - 1
-    pos = np.empty(word_first[n_eng] // 2 + 1, np.int64)  # an instruction is at least 2 words
-    first = np.zeros(n_eng + 1, np.int64)
-    n = 0
-    waits = 0
-    signals = 0
-    fps = 0
-    for e in range(n_eng):
-        p = word_first[e]
-        hi = word_first[e + 1]
-        while p < hi:
-            h = words[p]
-            opcode = np.int64(h & np.uint64(0xFF))
-            nwait = np.int64((h >> np.uint64(16)) & np.uint64(0xFF))
-            nsig = np.int64((h >> np.uint64(24)) & np.uint64(0xFF))
-            size = np.int64((h >> np.uint64(32)) & np.uint64(0xFFFF))
-            fw = fixed_words[opcode]
-            if fw == 0 or nwait > 8 or nsig > 8 or size != 8 * (fw + nwait + nsig) or p + size // 8 > hi:
-                return pos[:n], first, waits, signals, fps, p
-            if np.int64((h >> np.uint64(8)) & np.uint64(0xFF)) != e:
-                return pos[:n], first, waits, signals, fps, -2 - p  # encoded for another engine
-            pos[n] = p
-            n += 1
-            waits += nwait + (1 if sem_operand[opcode] == 1 else 0)
-            signals += nsig + (1 if sem_operand[opcode] == 2 else 0)
-            fps += ap_count[opcode]
-            p += size // 8
-        first[e + 1] = n
-    return pos[:n], first, waits, signals, fps, -1
-
-
-@numba.njit(inline="always")
-def _u16(b, o):
-    return np.int64(b[o]) | (np.int64(b[o + 1]) << 8)
-
-
-@numba.njit(inline="always")
-def _u32(b, o):
-    return _u16(b, o) | (_u16(b, o + 2) << 16)
-
-
-@numba.njit(inline="always")
-def _i32(b, o):
-    v = _u32(b, o)
-    return v - (np.int64(1) << 32) if v >= (np.int64(1) << 31) else v
-
-
-@numba.njit(inline="always")
-def _hash(words, p, n, mask, opcode):
-    h = np.uint64(14695981039346656037)
-    for w in range(n):
-        h ^= words[p + w] & mask[opcode, w]
-        h *= np.uint64(1099511628211)
-        h ^= h >> np.uint64(29)
-    return h
-
-
-@numba.njit(cache=True)
-def _read(words, pos, n_waits, n_signals, n_fps, fixed_words, key_mask, ap_off, ap_access, sem_operand,
-          itemsize):
-    """One pass over the instructions: their bodies, semaphore lists and footprints.
-
-    Returns (body, reps, wptr, wsem, wop, wval, sptr, ssem, sop, sval, fp_ptr, fmem, fpart, fparts,
-    flo, fhi, facc, bad): reps[b] is the first instruction of body b; bad is an instruction whose
-    semaphore entries or access-pattern offsets are malformed, or -1."""
-    n = pos.shape[0]
-    b = words.view(np.uint8)
-    body = np.empty(n, np.int64)
-    reps = np.empty(n, np.int64)
-    rhash = np.empty(n, np.uint64)
-    nb = 0
-    size = 1024
-    table = np.full(size, -1, np.int64)
-    wptr = np.empty(n + 1, np.int64)
-    sptr = np.empty(n + 1, np.int64)
-    wsem = np.empty(n_waits, np.int64)
-    wop = np.empty(n_waits, np.int64)
-    wval = np.empty(n_waits, np.int64)
-    ssem = np.empty(n_signals, np.int64)
-    sop = np.empty(n_signals, np.int64)
-    sval = np.empty(n_signals, np.int64)
-    fp_ptr = np.empty(n + 1, np.int64)
-    fmem = np.empty(n_fps, np.int8)
-    fpart = np.empty(n_fps, np.int64)
-    fparts = np.empty(n_fps, np.int64)
-    flo = np.empty(n_fps, np.int64)
-    fhi = np.empty(n_fps, np.int64)
-    facc = np.empty(n_fps, np.int8)
-    wptr[0] = 0
-    sptr[0] = 0
-    fp_ptr[0] = 0
-    rw = 0
-    rs = 0
-    rf = 0
-    bad = -1
-    for i in range(n):
-        p = pos[i]
-        h = words[p]
-        opcode = np.int64(h & np.uint64(0xFF))
-        fw = fixed_words[opcode]
-        # The body: find it in the table, or start a new one.
-        key = _hash(words, p, fw, key_mask, opcode)
-        slot = np.int64(key & np.uint64(size - 1))
-        while True:
-            c = table[slot]
-            if c < 0:
-                reps[nb] = i
-                rhash[nb] = key
-                table[slot] = nb
-                body[i] = nb
-                nb += 1
-                if 2 * nb > size:  # keep the table at most half full
-                    size *= 2
-                    table = np.full(size, -1, np.int64)
-                    for j in range(nb):
-                        s2 = np.int64(rhash[j] & np.uint64(size - 1))
-                        while table[s2] >= 0:
-                            s2 = (s2 + 1) & (size - 1)
-                        table[s2] = j
-                break
-            if rhash[c] == key:
-                q = pos[reps[c]]
-                same = True
-                for w in range(fw):
-                    if (words[p + w] & key_mask[opcode, w]) != (words[q + w] & key_mask[opcode, w]):
-                        same = False
-                        break
-                if same:
-                    body[i] = c
-                    break
-            slot = (slot + 1) & (size - 1)
-        # Waits, then signals: the tail entries, then sem_wait's condition / sem_signal's update.
-        nw = np.int64((h >> np.uint64(16)) & np.uint64(0xFF))
-        ns = np.int64((h >> np.uint64(24)) & np.uint64(0xFF))
-        tail = p + fw
-        extra_w = 1 if sem_operand[opcode] == 1 else 0
-        extra_s = 1 if sem_operand[opcode] == 2 else 0
-        for j in range(nw + extra_w):
-            w = words[tail + j] if j < nw else words[p + 1]
-            wsem[rw] = np.int64(w & np.uint64(0xFF))
-            wop[rw] = np.int64((w >> np.uint64(8)) & np.uint64(0xFF))
-            wval[rw] = np.int64(w >> np.uint64(32))
-            if (wop[rw] > 1 or ((w >> np.uint64(16)) & np.uint64(0xFFFF)) != 0) and bad < 0:
-                bad = i
-            rw += 1
-        for j in range(ns + extra_s):
-            w = words[tail + nw + j] if j < ns else words[p + 1]
-            ssem[rs] = np.int64(w & np.uint64(0xFF))
-            sop[rs] = np.int64((w >> np.uint64(8)) & np.uint64(0xFF))
-            sval[rs] = np.int64(w >> np.uint64(32))
-            if (sop[rs] > 2 or ((w >> np.uint64(16)) & np.uint64(0xFFFF)) != 0) and bad < 0:
-                bad = i
-            rs += 1
-        wptr[i + 1] = rw
-        sptr[i + 1] = rs
-        # Footprints of the access-pattern operands in memory (not constants, not absent ones).
-        base = p * 8
-        for j in range(ap_off.shape[1]):
-            off = ap_off[opcode, j]
-            if off < 0:
-                break
-            o = base + off
-            mem = np.int64(b[o])
-            offset = _u32(b, o + 8) | (_u32(b, o + 12) << 32)
-            if mem == 0:
-                if offset != 0 and bad < 0:
-                    bad = i
-                continue
-            if mem == 4:
-                if (offset < 0 or offset >= (np.int64(1) << 32)) and bad < 0:
-                    bad = i
-                continue
-            if mem > 4:
-                continue  # the body's first instruction is decoded, and fails, before anyone looks
-            isz = itemsize[b[o + 1]]
-            lo = np.int64(0)
-            hi = np.int64(0)
-            for d in range(min(np.int64(b[o + 3]), np.int64(5))):
-                reach = _i32(b, o + 16 + 8 * d) * (_u32(b, o + 20 + 8 * d) - 1)
-                if reach < 0:
-                    lo += reach
-                else:
-                    hi += reach
-            if (offset < 0 or offset + lo * isz < 0) and bad < 0:
-                bad = i
-            fmem[rf] = mem
-            fpart[rf] = b[o + 2]
-            fparts[rf] = _u16(b, o + 4)
-            flo[rf] = offset + lo * isz
-            fhi[rf] = offset + (hi + 1) * isz
-            facc[rf] = ap_access[opcode, j]
-            rf += 1
-        fp_ptr[i + 1] = rf
-    return (body, reps[:nb], wptr, wsem, wop, wval, sptr, ssem, sop, sval, fp_ptr, fmem[:rf], fpart[:rf],
-            fparts[:rf], flo[:rf], fhi[:rf], facc[:rf], bad)
-
+# --------------------------------------------------------------------------- the dependent flag
 
 @numba.njit(cache=True)
 def _dependent(first, body, kind_b, fp_ptr, fmem, fpart, fparts, flo, fhi, facc):
@@ -658,47 +352,25 @@ _BODY_COLUMNS = ("kind", "ticks", "overhead_ticks", "tiny", "start_ticks", "issu
                  "ports")
 
 
-def _flatten(prog: _Program, config: Config) -> _Flat:
-    tab = _tables()
-    pos, first, n_waits, n_signals, n_fps, bad = _scan(prog.words, prog.word_first, tab.fixed_words, tab.ap_count,
-                                                       tab.sem_operand)
-    if bad != -1:
-        at = bad if bad >= 0 else -2 - bad
-        e = int(np.searchsorted(prog.word_first, at, side="right") - 1)
-        offset = int(at - prog.word_first[e]) * 8
-        if bad < -1:
-            code = int(prog.words[at] >> np.uint64(8) & np.uint64(0xFF))
-            other = ENGINES[code] if code < len(ENGINES) else f"code {code}"
-            raise ObjectFileError(f".text.{ENGINES[e]} holds an instruction encoded for the {other} engine",
-                                  file=f"{prog.file} (.text.{ENGINES[e]})", offset=offset + 1)
-        _raise_decode(prog.raw[ENGINES[e]], ENGINES[e], prog.file, offset)
-    prog.first, prog.pos = first, pos
-    if prog.obj is not None:
-        for e, engine in enumerate(ENGINES):
-            count = int(first[e + 1] - first[e])
-            entries = prog.obj.lines.get(engine, [])
-            if len(entries) != count:
-                raise ObjectFileError(f"the line table of .text.{engine} has {len(entries)} entries for"
-                                      f" {count} instructions", file=prog.file)
-    out = _read(prog.words, pos, n_waits, n_signals, n_fps, tab.fixed_words, tab.key_mask, tab.ap_off,
-                tab.ap_access, tab.sem_operand, tab.itemsize)
-    body, reps = out[0], out[1]
-    sems, fp, bad = out[2:10], out[10:17], out[17]
+def _flatten(prog: Program, config: Config) -> _Flat:
+    body, reps = prog.body, prog.body_first
+    sems = (prog.wait_ptr, prog.wait_sem, prog.wait_op, prog.wait_value, prog.signal_ptr, prog.signal_sem,
+            prog.signal_op, prog.signal_value)
+    fp = (prog.fp_ptr, prog.fp_memory, prog.fp_partition, prog.fp_partitions, prog.fp_lo, prog.fp_hi, prog.fp_access)
+    first = prog.first
 
     costs = []
     for k in reps:  # the first instruction of each body, in program order: errors come in that order
         k = int(k)
         try:
-            costs.append(describe(prog.decode(k), config))
+            costs.append(describe(prog.instruction(k), config))
         except NcsimError as e:
             loc = prog.loc(k)
             raise (e.at(loc) if e.loc is None and loc is not None else e) from None
-    if bad >= 0:
-        prog.raise_at(int(bad))
     table = np.array([[getattr(c, col) for col in _BODY_COLUMNS] for c in costs], np.int64)
     table = table.reshape(len(costs), len(_BODY_COLUMNS))
     dependent = _dependent(first, body, table[:, 0].copy(), *fp)
-    body_opcode = (prog.words[pos[reps]] & np.uint64(0xFF)).astype(np.uint8)
+    body_opcode = prog.opcode[reps]
 
     rows, caps = [], []
     body_piece_ptr = np.zeros(len(costs) + 1, np.int64)
@@ -1156,7 +828,7 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
             e_sig[:n_edges], e_wait[:n_edges], e_sem[:n_edges], h_time[:n_h], h_rate[:n_h], pc, sems)
 
 
-def _schedule(prog: _Program, flat: _Flat, config: Config, profile: dict[str, float] | None) -> TimingResult:
+def _schedule(prog: Program, flat: _Flat, config: Config, profile: dict[str, float] | None) -> TimingResult:
     wptr, wsem, wop, wval, sptr, ssem, sop, sval = flat.sems
     _check_semaphores(prog, flat, config)
     hist_ptr = np.concatenate(([0], np.cumsum(np.bincount(ssem, minlength=_SEMS)))).astype(np.int64)
@@ -1171,13 +843,15 @@ def _schedule(prog: _Program, flat: _Flat, config: Config, profile: dict[str, fl
      e_sig, e_wait, e_sem, h_time, h_rate, pc, sems) = out
     if status == 2:
         k = int(np.searchsorted(sptr, info, side="right") - 1)
-        instr = prog.decode(k)
+        instr = prog.instruction(k)
         updates = instr.signals + ((instr.operands["update"],) if instr.mnemonic == "sem_signal" else ())
         update = updates[int(info - sptr[k])]
         raise SimError(f"semaphore s{update.sem} is {int(sems[update.sem])}; {update} would take it outside"
                        f" 0..{SEM_MAX} (at {t * 1e9 / config.tick_hz:.1f} ns)", prog.loc(k))
     if status == 1:
-        raise _deadlock(prog, flat, config, pc, sems, int(t))
+        err = _deadlock(prog, flat, config, pc, sems, int(t))
+        err.partial = lambda: _ran(prog, config, pc)
+        raise err
     total = int(max(done.max(initial=0), end.max(initial=0)))
     return TimingResult(
         config=config, total_ticks=total, first=prog.first, body=flat.body, body_cost=flat.costs,
@@ -1191,7 +865,7 @@ def _schedule(prog: _Program, flat: _Flat, config: Config, profile: dict[str, fl
         _program=prog)
 
 
-def _check_semaphores(prog: _Program, flat: _Flat, config: Config) -> None:
+def _check_semaphores(prog: Program, flat: _Flat, config: Config) -> None:
     """Semaphore numbers the encoding allows but this configuration's core does not have."""
     wptr, wsem, _, _, sptr, ssem = flat.sems[:6]
     for ptr, sem in ((wptr, wsem), (sptr, ssem)):
@@ -1202,9 +876,20 @@ def _check_semaphores(prog: _Program, flat: _Flat, config: Config) -> None:
                            f" (s0..s{config.semaphores - 1})", prog.loc(k))
 
 
-def _deadlock(prog: _Program, flat: _Flat, config: Config, pc: np.ndarray, sems: np.ndarray,
+def _ran(prog: Program, config: Config, pc: np.ndarray) -> TimingResult:
+    """The timing of what ran before a deadlock: the program cut, in each stream, before the
+    instruction its engine waits at, timed again. It is the deadlocked run's schedule: an engine
+    blocked at a wait takes no part in the scheduler's choices, and when nothing is left running
+    everything that started has finished. (Timed again rather than cut out of the arrays: it costs a
+    second timing, and only when someone asks for the trace of a deadlock.)"""
+    count = [int(pc[e] - prog.first[e]) for e in range(len(ENGINES))]
+    return time_program(prog.prefix(count), config)
+
+
+def _deadlock(prog: Program, flat: _Flat, config: Config, pc: np.ndarray, sems: np.ndarray,
               t: int) -> DeadlockError:
     wptr, wsem, wop, wval = flat.sems[:4]
+    names = prog.semaphores
     waiting = []
     for e, engine in enumerate(ENGINES):
         k = int(pc[e])
@@ -1214,7 +899,7 @@ def _deadlock(prog: _Program, flat: _Flat, config: Config, pc: np.ndarray, sems:
         for j in range(int(wptr[k]), int(wptr[k + 1])):
             s, op, v = int(wsem[j]), WAIT_OPS[int(wop[j])], int(wval[j])
             if not (sems[s] >= v if op == ">=" else sems[s] == v):
-                unmet.append(f"s{s}{op}{v} (s{s} is {int(sems[s])})")
+                unmet.append(unmet_wait(s, op, v, int(sems[s]), names.get(s)))
         mnemonic = isa.BY_OPCODE[int(flat.body_opcode[flat.body[k]])].mnemonic
         waiting.append(Waiting(engine, k - int(prog.first[e]), prog.loc(k), mnemonic, tuple(unmet),
                                int(prog.first[e + 1] - prog.first[e])))

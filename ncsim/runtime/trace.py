@@ -50,9 +50,10 @@ them (650 without) and 190 per DMA piece. programs/giou.s (560 instructions, 768
 in 0.01 s; the tiled matmul of tools/bench_timing.py with --blocks 168 (99 520 instructions, all
 args): 95 MB in 1.2 s; --blocks 170 (100 704 instructions, 196 864 pieces): 72 MB in 0.35 s; its
 default (303 168 instructions, 590 848 pieces): 218 MB in 1.0 s (was 290 MB in 7.8 s, with asm and
-cost); --million: 722 MB in 4.9 s. Give the timed ObjectFile: without it each source place costs a result.loc(k) call (about 30
-us). The text of a body with constant operands (activation's bias, tensor_scalar's scalars) is
-decoded once per distinct value of its constants, read from the encoded words. ui.perfetto.dev
+cost); --million: 722 MB in 4.9 s. Source places come from the timed program's source columns (one
+lookup per distinct place). The text of each instruction is made from the program's arrays
+(`result.instruction(k)`): once per body and distinct value of its constants, the rest filled in
+from the footprints and semaphore columns. ui.perfetto.dev
 loads a JSON trace into the browser's memory and struggles beyond a few hundred MB
 (`LARGE_TRACE_BYTES`, compare with what write_trace returns): for such runs use --timeline, or
 Perfetto's trace_processor.
@@ -61,9 +62,7 @@ Perfetto's trace_processor.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
-import linecache
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -411,40 +410,28 @@ def _fill_texts(result: TimingResult, ks: list[int], texts: list[str], waits: li
             texts[k] = str(result.instruction(k))
 
 
-def _places(result: TimingResult, obj: ObjectFile | None) -> tuple[list[str], list[str], np.ndarray]:
+def _places(result: TimingResult) -> tuple[list[str], list[str], np.ndarray]:
     """(at, source, place): the distinct (file:line:col, source line) of the instructions, as
-    result.loc(k) gives them, and the index of each instruction's. Read from `obj`'s line table when
-    given (one lookup per distinct place), else through result.loc (about 30 us an instruction)."""
+    result.loc(k) gives them, and the index of each instruction's (0: none). Read from the program's
+    source columns, one lookup per distinct place."""
+    prog = result.program
     n = result.count
-    if obj is None:
-        at, src = [""] * n, [""] * n
+    if prog._given is not None:  # instructions built in Python: their own SourceLocs
+        at, src = [""] * (n + 1), [""] * (n + 1)
         for k in range(n):
             loc = result.loc(k)
             if loc is not None:
-                at[k], src[k] = str(loc), loc.text.strip()
-        return at, src, np.arange(n)
-    place = np.zeros(n, np.int64)  # 0: no entry
-    keys = np.full((n, 3), -1, np.int64)
-    for e, engine in enumerate(ENGINES):
-        entries = obj.lines.get(engine, [])
-        lo = int(result.first[e])
-        count = min(len(entries), int(result.first[e + 1]) - lo)
-        if count:
-            table = np.fromiter(itertools.chain.from_iterable(entries[:count]), np.int64, 4 * count)
-            keys[lo:lo + count] = table.reshape(count, 4)[:, 1:]
+                at[k + 1], src[k + 1] = str(loc), loc.text.strip()
+        return at, src, np.arange(1, n + 1)
+    place = np.zeros(n, np.int64)  # 0: no source place
+    keys = np.stack((prog.src_file, prog.src_line, prog.src_col), 1).astype(np.int64)
     has = keys[:, 0] >= 0
-    unknown = has & (keys[:, 0] >= len(obj.files))  # a file the object does not name: through loc(k)
-    keys[unknown] = -2 - np.arange(n)[unknown, None]
-    distinct, first, inverse = np.unique(keys[has], axis=0, return_index=True, return_inverse=True)
+    distinct, inverse = np.unique(keys[has], axis=0, return_inverse=True)
     at, src = [""], [""]
-    for (f, line, col), k in zip(distinct.tolist(), np.flatnonzero(has)[first].tolist(), strict=True):
-        if f < 0:
-            loc = result.loc(k)
-            at.append(str(loc))
-            src.append(loc.text.strip())
-        else:
-            at.append(f"{obj.files[f]}:{line}:{col}")
-            src.append(linecache.getline(obj.files[f], line).strip())
+    for f, line, col in distinct.tolist():
+        path = prog.files[f] if f < len(prog.files) else prog.name
+        at.append(f"{path}:{line}:{col}")
+        src.append(prog.source_line(path, line).strip())
     place[has] = 1 + inverse.reshape(-1)
     return at, src, place
 
@@ -664,7 +651,8 @@ def _chunks(result: TimingResult, obj: ObjectFile | None):
     hz = cfg.tick_hz
     n = result.count
     full = n <= FULL_ARGS_MAX
-    kernel = obj.kernel if obj is not None else ""
+    prog = result.program
+    kernel = obj.kernel if obj is not None else prog.kernel if prog._given is None else ""
     other = {"kernel": kernel, "simulator": "ncsim", "core": PROCESS, "tick_hz": hz,
              "total_ticks": int(result.total_ticks), "total_ns": round(result.total_ns, 3),
              "time": "ts: the start exact to the ps; dur: the end rounded to the ns as Perfetto does, minus"
@@ -708,7 +696,7 @@ def _chunks(result: TimingResult, obj: ObjectFile | None):
     engine = result.engine.astype(np.int64)
     name_of = ev.snippets_of([json.dumps(isa.BY_OPCODE[int(o)].mnemonic) for o in result.body_opcode.tolist()])
     engine_name = ev.snippets_of(list(ENGINES))[engine]
-    at, src, place = _places(result, obj)
+    at, src, place = _places(result)
     at_of, src_of = ev.snippets_of([json.dumps(a) for a in at])[place], ev.snippets_of([json.dumps(s) for s in src])[place]
     index = result.index
     cols = [name_of[result.body], start_ps, dur_ns, engine + 1, engine_name, index, at_of, src_of,

@@ -1,0 +1,653 @@
+"""The decoded program: one loaded kernel as flat numpy arrays, read by every phase.
+
+A `Program` is built once, from an object file (`Program.from_object`), straight from the
+assembler's encoded arrays (`Program.from_encoded`: no object in between), or from instructions
+made in Python (`Program.from_instructions`). The functional machine (`ncsim.runtime.machine`), the
+timing model (`ncsim.runtime.timing`), and through its result the race check, the report and the
+trace all read it; none of them decodes the instruction bytes again.
+
+Instructions are numbered k = 0..count-1: the streams of `isa.ENGINES` concatenated in that order,
+program order within each; `first[e]` is the k of stream e's first instruction (`first[-1]` is the
+count). Per instruction k:
+
+- `opcode[k]` (isa row), `engine[k]` (index into isa.ENGINES);
+- `pos[k]`: its first word in `words`, the encoded streams as one array of little-endian 64-bit
+  words (stream e is words[word_first[e]:word_first[e + 1]], as the object's .text sections hold it);
+- `body[k]`: instructions whose encodings agree in every byte but the semaphore counts, the access
+  patterns' byte offsets (or constants' bits) and sem_wait's / sem_signal's semaphore operand share
+  a body; `body_first[b]` is the first instruction of body b. The isa operand table (`layout`) says
+  where those bytes are, so nothing here names an operand;
+- access-pattern operands (every operand of an APKind, in table order, absent ones and constants
+  included): rows ap_ptr[k]..ap_ptr[k + 1] of `ap_value`, the byte offset of a pattern in memory or
+  the bits of a constant (the rest of each pattern is its body's);
+- footprints of the patterns in memory (CSR): rows fp_ptr[k]..fp_ptr[k + 1] of fp_memory (Memory
+  codes), fp_partition, fp_partitions (0 in HBM), fp_lo, fp_hi (bytes [lo, hi) in each partition, or
+  of HBM) and fp_access (ACCESS_READ | ACCESS_WRITE);
+- waits (CSR): rows wait_ptr[k]..wait_ptr[k + 1] of wait_sem, wait_op (index into fields.WAIT_OPS)
+  and wait_value, sem_wait's condition last; signals likewise in signal_ptr, signal_sem, signal_op
+  (index into fields.SIGNAL_OPS), signal_value, sem_signal's update last;
+- source place: src_file[k] (index into `files`; -1: none), src_line[k], src_col[k].
+
+Besides: `kernel`, `files`, `tensors` (the object's TensorEntry list) and `name` (the display name
+of the program, where errors are placed when there is no source). The object format names no
+semaphores, so neither does the program.
+
+Decoding: one numba pass finds the instructions (`_scan`), a second reads bodies, semaphores,
+pattern values and footprints (`_read`); only the first instruction of each body is decoded into an
+`Instruction` (a tiled kernel of a million instructions has a few hundred bodies). `instruction(k)`
+gives any instruction as an `Instruction`, made from its body's and its own columns (not from the
+bytes) and kept; the functional machine runs those, `stream(engine)` gives a whole stream.
+Every byte is checked once: the bodies' first instructions by the decoder, the rest of each
+instruction (offsets, constants, semaphore entries, headers) by the numba passes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import linecache
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+import numba
+import numpy as np
+
+from ncsim import dtypes, isa
+from ncsim.asm.fields import SIGNAL_OPS, WAIT_OPS, SemOp, const_from_bits
+from ncsim.asm.instruction import Instruction, decode_one, encode, layout
+from ncsim.asm.objfile import LineEntry, ObjectFile, TensorEntry
+from ncsim.errors import ObjectFileError, SourceLoc
+from ncsim.memory.access import AccessPattern, Immediate
+
+if TYPE_CHECKING:
+    from ncsim.asm.build import Encoded
+
+ENGINES = isa.ENGINES
+ACCESS_READ, ACCESS_WRITE = 1, 2  # bits of fp_access
+_MAX_AP = 8  # access-pattern operands of one instruction, at most
+
+
+@dataclass(eq=False)
+class Program:
+    kernel: str
+    files: list[str]
+    tensors: list[TensorEntry]
+    name: str
+    words: np.ndarray
+    word_first: np.ndarray
+    pos: np.ndarray
+    first: np.ndarray
+    opcode: np.ndarray
+    src_file: np.ndarray
+    src_line: np.ndarray
+    src_col: np.ndarray
+    body: np.ndarray
+    body_first: np.ndarray
+    wait_ptr: np.ndarray
+    wait_sem: np.ndarray
+    wait_op: np.ndarray
+    wait_value: np.ndarray
+    signal_ptr: np.ndarray
+    signal_sem: np.ndarray
+    signal_op: np.ndarray
+    signal_value: np.ndarray
+    fp_ptr: np.ndarray
+    fp_memory: np.ndarray
+    fp_partition: np.ndarray
+    fp_partitions: np.ndarray
+    fp_lo: np.ndarray
+    fp_hi: np.ndarray
+    fp_access: np.ndarray
+    ap_ptr: np.ndarray
+    ap_value: np.ndarray
+    semaphores: dict[int, str] = field(default_factory=dict)  # the source's `.sem` names, by number
+    obj: ObjectFile | None = field(default=None, repr=False)  # the object it was read from, if any
+    _given: list[Instruction] | None = field(default=None, repr=False)  # from_instructions: as given
+    _bodies: list[Instruction] = field(default_factory=list, repr=False)  # body -> its first, decoded
+    _instrs: dict[int, Instruction] = field(default_factory=dict, repr=False)
+    _patterns: dict[tuple[int, int, int], Any] = field(default_factory=dict, repr=False)
+    _checked: set[str] = field(default_factory=set, repr=False)  # files linecache was checked for
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def from_object(cls, obj: ObjectFile, name: str = "<object>") -> Program:
+        """Decode an object: its streams, line table, files and tensors. A malformed object raises
+        ObjectFileError naming the section and byte offset."""
+        streams = {e: obj.streams.get(e, b"") for e in ENGINES}
+        for engine in ENGINES:
+            if len(streams[engine]) % 8:
+                _raise_decode(streams[engine], engine, name)  # a truncated instruction: decode says where
+        words = np.frombuffer(b"".join(streams[e] for e in ENGINES), dtype="<u8")
+        sizes = np.array([len(streams[e]) // 8 for e in ENGINES], np.int64)
+        word_first = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+        tab = _tables()
+        pos, first, _, _, _, bad = _scan(words, word_first, tab.fixed_words, tab.ap_count, tab.sem_operand)
+        if bad != -1:
+            at = bad if bad >= 0 else -2 - bad
+            e = int(np.searchsorted(word_first, at, side="right") - 1)
+            offset = int(at - word_first[e]) * 8
+            if bad < -1:
+                code = int(words[at] >> np.uint64(8) & np.uint64(0xFF))
+                other = ENGINES[code] if code < len(ENGINES) else f"code {code}"
+                raise ObjectFileError(f".text.{ENGINES[e]} holds an instruction encoded for the {other} engine",
+                                      file=f"{name} (.text.{ENGINES[e]})", offset=offset + 1)
+            _raise_decode(streams[ENGINES[e]], ENGINES[e], name, offset)
+        n = int(first[-1])
+        src = np.full((n, 3), -1, np.int64)
+        for e, engine in enumerate(ENGINES):
+            entries = obj.lines.get(engine, [])
+            count = int(first[e + 1] - first[e])
+            if len(entries) != count:
+                raise ObjectFileError(f"the line table of .text.{engine} has {len(entries)} entries for"
+                                      f" {count} instructions", file=name)
+            if count:
+                table = np.fromiter(itertools.chain.from_iterable(entries), np.int64, 4 * count).reshape(count, 4)
+                if not np.array_equal(table[:, 0], np.arange(count)):
+                    raise ObjectFileError(f"the line table of .text.{engine} does not number its entries"
+                                          f" 0..{count - 1} in order", file=name)
+                src[first[e]:first[e + 1]] = table[:, 1:]
+        prog = cls._read(obj.kernel, list(obj.files), list(obj.tensors), name, words, word_first, pos, first,
+                         src[:, 0], src[:, 1], src[:, 2])
+        prog.semaphores = dict(getattr(obj, "semaphores", {}))
+        prog.obj = obj
+        return prog
+
+    @classmethod
+    def from_encoded(cls, enc: Encoded, kernel: str, files: Sequence[str], tensors: Sequence[TensorEntry],
+                     name: str = "<program>", semaphores: Mapping[int, str] | None = None) -> Program:
+        """The assembler's arrays (`ncsim.asm.build.Encoded`), without making an object."""
+        prog = cls._read(kernel, list(files), list(tensors), name, enc.words, enc.word_first, enc.pos, enc.first,
+                         enc.file, enc.line, enc.col)
+        prog.semaphores = dict(semaphores or {})
+        return prog
+
+    @classmethod
+    def from_instructions(cls, streams: Mapping[str, Sequence[Instruction]], name: str = "<program>",
+                          kernel: str = "kernel", tensors: Sequence[TensorEntry] = ()) -> Program:
+        """{engine: [Instruction, ...]} built in Python; their `loc`s are their source places."""
+        unknown = set(streams) - set(ENGINES)
+        if unknown:
+            raise ValueError(f"unknown engines {sorted(unknown)}: the streams are {', '.join(ENGINES)}")
+        given = [i for e in ENGINES for i in streams.get(e, ())]
+        raw = {e: b"".join(encode(i) for i in streams.get(e, ())) for e in ENGINES}
+        files = sorted({i.loc.file for i in given if i.loc is not None})
+        index = {f: j for j, f in enumerate(files)}
+        src = np.array([(index[i.loc.file], i.loc.line, i.loc.col) if i.loc is not None else (-1, -1, -1)
+                        for i in given], np.int64).reshape(-1, 3)
+        obj = ObjectFile(kernel, raw, {e: [LineEntry(j, 0, 0, 0) for j in range(len(streams.get(e, ())))]
+                                       for e in ENGINES}, files, list(tensors))
+        prog = cls.from_object(obj, name)
+        prog.src_file, prog.src_line, prog.src_col = src[:, 0].copy(), src[:, 1].copy(), src[:, 2].copy()
+        prog._given = given
+        prog.obj = None
+        return prog
+
+    @classmethod
+    def of(cls, program: Program | ObjectFile | Mapping[str, Sequence[Instruction]], name: str) -> Program:
+        if isinstance(program, Program):
+            return program
+        if isinstance(program, ObjectFile):
+            return cls.from_object(program, name)
+        return cls.from_instructions(program, name)
+
+    @classmethod
+    def _read(cls, kernel: str, files: list[str], tensors: list[TensorEntry], name: str, words: np.ndarray,
+              word_first: np.ndarray, pos: np.ndarray, first: np.ndarray, src_file: np.ndarray,
+              src_line: np.ndarray, src_col: np.ndarray) -> Program:
+        tab = _tables()
+        opcode = (words[pos] & np.uint64(0xFF)).astype(np.uint8)
+        h = words[pos]
+        extra_w = (tab.sem_operand[opcode] == 1).astype(np.int64)
+        extra_s = (tab.sem_operand[opcode] == 2).astype(np.int64)
+        n_waits = int(((h >> np.uint64(16)) & np.uint64(0xFF)).astype(np.int64).sum() + extra_w.sum())
+        n_signals = int(((h >> np.uint64(24)) & np.uint64(0xFF)).astype(np.int64).sum() + extra_s.sum())
+        n_aps = int(tab.ap_count[opcode].sum())
+        out = _read(words, pos, n_waits, n_signals, n_aps, tab.fixed_words, tab.key_mask, tab.ap_off,
+                    tab.ap_access, tab.sem_operand, tab.itemsize)
+        (body, reps, wptr, wsem, wop, wval, sptr, ssem, sop, sval, fp_ptr, fmem, fpart, fparts, flo, fhi, facc,
+         ap_ptr, ap_value, bad) = out
+        i32 = np.int32
+        prog = cls(kernel, files, tensors, name, words, word_first, pos, first, opcode,
+                   np.asarray(src_file, i32), np.asarray(src_line, i32), np.asarray(src_col, i32), body, reps,
+                   wptr, wsem, wop, wval, sptr, ssem, sop, sval, fp_ptr, fmem, fpart, fparts, flo, fhi, facc,
+                   ap_ptr, ap_value)
+        for k in reps.tolist():  # the first instruction of each body, in program order: errors in that order
+            prog._bodies.append(prog._decode(k))
+        if bad >= 0:
+            prog.raise_at(int(bad))
+        return prog
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def count(self) -> int:
+        return int(self.first[-1])
+
+    def __len__(self) -> int:
+        return self.count
+
+    @property
+    def engine(self) -> np.ndarray:
+        return np.repeat(np.arange(len(ENGINES), dtype=np.int8), np.diff(self.first))
+
+    def engine_of(self, k: int) -> int:
+        return int(np.searchsorted(self.first, k, side="right") - 1)
+
+    def find(self, engine: str, index: int) -> int:
+        """The k of instruction `index` of `engine`'s stream."""
+        return int(self.first[ENGINES.index(engine)] + index)
+
+    def mnemonic(self, k: int) -> str:
+        return isa.BY_OPCODE[int(self.opcode[k])].mnemonic
+
+    def nbytes(self) -> int:
+        """Bytes of the arrays (the words included)."""
+        return sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray))
+
+    # ------------------------------------------------------------------ one instruction
+    def loc(self, k: int) -> SourceLoc | None:
+        """Instruction k's source place, with its line's text (None if it has none)."""
+        k = int(k)
+        if self._given is not None:
+            return self._given[k].loc
+        f = int(self.src_file[k])
+        if f < 0:
+            return None
+        path = self.files[f] if f < len(self.files) else self.name
+        line = int(self.src_line[k])
+        return SourceLoc(path, line, int(self.src_col[k]), self.source_line(path, line),
+                         length=len(self.mnemonic(k)))
+
+    def source_line(self, path: str, line: int) -> str:
+        """Line `line` of file `path` as it is now ('' if there is none). Read through linecache by
+        absolute path (two programs named r.s in different folders are different files), checked
+        once per program against the file on disk (it may have changed since an earlier program)."""
+        full = os.path.abspath(path)
+        if full not in self._checked:
+            linecache.checkcache(full)
+            self._checked.add(full)
+        return linecache.getline(full, line).rstrip("\n")
+
+    def instruction(self, k: int) -> Instruction:
+        """Instruction k, made from its body's decoded first instruction and its own columns, and kept."""
+        k = int(k)
+        instr = self._instrs.get(k)
+        if instr is not None:
+            return instr
+        if self._given is not None:
+            instr = self._given[k]
+        else:
+            instr = self._make(k)
+        self._instrs[k] = instr
+        return instr
+
+    def stream(self, engine: str) -> list[Instruction]:
+        """Every instruction of one engine's stream, in order."""
+        e = ENGINES.index(engine)
+        return [self.instruction(k) for k in range(int(self.first[e]), int(self.first[e + 1]))]
+
+    def waits(self, k: int) -> tuple[SemOp, ...]:
+        """Every wait of instruction k, sem_wait's condition last."""
+        return tuple(SemOp(int(s), WAIT_OPS[int(o)], int(v)) for s, o, v in
+                     zip(*(a[self.wait_ptr[k]:self.wait_ptr[k + 1]] for a in (self.wait_sem, self.wait_op,
+                                                                                self.wait_value))))
+
+    def signals(self, k: int) -> tuple[SemOp, ...]:
+        """Every semaphore update of instruction k, sem_signal's update last."""
+        return tuple(SemOp(int(s), SIGNAL_OPS[int(o)], int(v)) for s, o, v in
+                     zip(*(a[self.signal_ptr[k]:self.signal_ptr[k + 1]] for a in (self.signal_sem, self.signal_op,
+                                                                                    self.signal_value))))
+
+    def _make(self, k: int) -> Instruction:
+        b = int(self.body[k])
+        rep = self._bodies[b]
+        k0 = int(self.body_first[b])
+        if k == k0:
+            return rep
+        waits, signals = self.waits(k), self.signals(k)
+        ops = dict(rep.operands)
+        j = 0
+        a0 = int(self.ap_ptr[k])
+        for operand, _ in layout(rep.spec.opcode)[0]:
+            value = rep.operands[operand.name]
+            if type(operand.kind).__name__ == "APKind":
+                if value is not None:
+                    ops[operand.name] = self._pattern(b, j, value, int(self.ap_value[a0 + j]))
+                j += 1
+            elif isinstance(value, SemOp):  # sem_wait's condition / sem_signal's update: the last entry
+                if rep.mnemonic == "sem_wait":
+                    ops[operand.name], waits = waits[-1], waits[:-1]
+                else:
+                    ops[operand.name], signals = signals[-1], signals[:-1]
+        return Instruction(rep.spec, rep.engine, ops, waits, signals)
+
+    def _pattern(self, b: int, j: int, rep: AccessPattern | Immediate, value: int) -> AccessPattern | Immediate:
+        """Operand j of body b with its own offset (or constant bits) `value`; one object per distinct value."""
+        key = (b, j, value)
+        out = self._patterns.get(key)
+        if out is None:
+            if isinstance(rep, Immediate):
+                out = const_from_bits(rep.dtype.code, value)
+            else:
+                out = dataclasses.replace(rep, offset=value) if value != rep.offset else rep
+            self._patterns[key] = out
+        return out
+
+    def _decode(self, k: int) -> Instruction:
+        """Instruction k decoded from its words (only a body's first instruction is)."""
+        p = int(self.pos[k])
+        size = int((self.words[p] >> np.uint64(32)) & np.uint64(0xFFFF))
+        try:
+            return decode_one(self.words[p:p + size // 8].tobytes(), 0)[0]
+        except ObjectFileError:
+            self.raise_at(k)  # again over the whole stream, for the offset in it
+            raise
+
+    def raise_at(self, k: int) -> None:
+        """Raise the ObjectFileError of a malformed instruction k (decoding it says what is wrong)."""
+        e = self.engine_of(k)
+        stream = self.words[self.word_first[e]:self.word_first[e + 1]].tobytes()
+        _raise_decode(stream, ENGINES[e], self.name, int(self.pos[k] - self.word_first[e]) * 8)
+
+    def prefix(self, counts: Sequence[int]) -> Program:
+        """The program of the first counts[e] instructions of each stream e."""
+        ks = np.concatenate([np.arange(int(self.first[e]), int(self.first[e]) + int(c))
+                             for e, c in enumerate(counts)]).astype(np.int64)
+        sizes = ((self.words[self.pos[ks]] >> np.uint64(32)) & np.uint64(0xFFFF)).astype(np.int64) // 8
+        words = np.concatenate([self.words[p:p + z] for p, z in zip(self.pos[ks].tolist(), sizes.tolist())]
+                               + [np.zeros(0, np.uint64)]).astype(np.uint64)
+        pos = np.cumsum(sizes) - sizes
+        first = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+        word_first = np.concatenate(([0], np.cumsum([int(sizes[first[e]:first[e + 1]].sum())
+                                                     for e in range(len(counts))]))).astype(np.int64)
+        prog = Program._read(self.kernel, self.files, self.tensors, self.name, words, word_first, pos, first,
+                             self.src_file[ks], self.src_line[ks], self.src_col[ks])
+        prog.semaphores = self.semaphores
+        if self._given is not None:
+            prog._given = [self._given[k] for k in ks.tolist()]
+        return prog
+
+    # ------------------------------------------------------------------ back to an object
+    def to_object(self) -> ObjectFile:
+        """The object that holds this program (for writing it out)."""
+        obj = ObjectFile(kernel=self.kernel, files=list(self.files), tensors=list(self.tensors))
+        obj.streams = {e: self.words[self.word_first[i]:self.word_first[i + 1]].tobytes()
+                       for i, e in enumerate(ENGINES)}
+        for i, e in enumerate(ENGINES):
+            lo, hi = int(self.first[i]), int(self.first[i + 1])
+            obj.lines[e] = list(map(LineEntry._make, zip(range(hi - lo), self.src_file[lo:hi].tolist(),
+                                                         self.src_line[lo:hi].tolist(), self.src_col[lo:hi].tolist())))
+        return obj
+
+
+def _raise_decode(stream: bytes, engine: str, file: str, pos: int = 0) -> None:
+    """Decode `stream` from byte `pos` to raise the ObjectFileError that says what is wrong there."""
+    where = f"{file} (.text.{engine})"
+    while pos < len(stream):
+        _, pos = decode_one(stream, pos, where)
+    raise ObjectFileError(f"malformed instruction stream in .text.{engine}", file=file)
+
+
+# --------------------------------------------------------------------------- tables of the encoding
+
+@dataclass(frozen=True)
+class _Tables:
+    fixed_words: np.ndarray  # opcode -> words of header + fields (0: no such opcode)
+    key_mask: np.ndarray  # [opcode, word]: the bits that make up a body
+    ap_off: np.ndarray  # [opcode, j]: byte offset of the j-th access-pattern operand (-1: none)
+    ap_access: np.ndarray  # [opcode, j]: ACCESS_READ | ACCESS_WRITE
+    ap_count: np.ndarray  # opcode -> access-pattern operands
+    sem_operand: np.ndarray  # opcode -> 1 for sem_wait (its cond is one more wait), 2 for sem_signal
+    itemsize: np.ndarray  # dtype code -> bytes (0: no such dtype)
+
+
+@cache
+def _tables() -> _Tables:
+    words = max(layout(row.opcode)[1] for row in isa.TABLE) // 8
+    fixed = np.zeros(256, np.int64)
+    mask = np.zeros((256, words), np.uint64)
+    ap_off = np.full((256, _MAX_AP), -1, np.int64)
+    ap_access = np.zeros((256, _MAX_AP), np.int64)
+    ap_count = np.zeros(256, np.int64)
+    sem_operand = np.zeros(256, np.int64)
+    roles = {"in": ACCESS_READ, "out": ACCESS_WRITE, "inout": ACCESS_READ | ACCESS_WRITE}
+    for row in isa.TABLE:
+        placed, size = layout(row.opcode)
+        fixed[row.opcode] = size // 8
+        keep = np.full(size, 0xFF, np.uint8)
+        keep[2:6] = 0  # semaphore counts and size: not part of the body
+        for operand, off in placed:
+            kind = type(operand.kind).__name__
+            if kind == "APKind":
+                keep[off + 8:off + 16] = 0  # the byte offset (or a constant's bits): read per instruction
+                j = ap_count[row.opcode]
+                ap_off[row.opcode, j] = off
+                ap_access[row.opcode, j] = roles[operand.role]
+                ap_count[row.opcode] += 1
+            elif kind == "SemOneKind":
+                keep[off:off + operand.kind.size] = 0
+                sem_operand[row.opcode] = 1 if row.mnemonic == "sem_wait" else 2
+        mask[row.opcode, :size // 8] = keep.view("<u8")
+    itemsize = np.zeros(256, np.int64)
+    for d in dtypes.DTYPES:
+        itemsize[d.code] = d.itemsize
+    return _Tables(fixed, mask, ap_off, ap_access, ap_count, sem_operand, itemsize)
+
+
+# --------------------------------------------------------------------------- numba kernels
+
+@numba.njit(cache=True)
+def _scan(words, word_first, fixed_words, ap_count, sem_operand):
+    """Instruction positions (in words) of every stream, and totals for sizing the arrays of _read.
+
+    Returns (pos, first, waits, signals, footprints, bad): bad is the word position p of the first
+    malformed header, -2 - p if the instruction at p is encoded for another engine than its
+    stream's, or -1."""
+    n_eng = word_first.shape[0] - 1
+    pos = np.empty(word_first[n_eng] // 2 + 1, np.int64)  # an instruction is at least 2 words
+    first = np.zeros(n_eng + 1, np.int64)
+    n = 0
+    waits = 0
+    signals = 0
+    fps = 0
+    for e in range(n_eng):
+        p = word_first[e]
+        hi = word_first[e + 1]
+        while p < hi:
+            h = words[p]
+            opcode = np.int64(h & np.uint64(0xFF))
+            nwait = np.int64((h >> np.uint64(16)) & np.uint64(0xFF))
+            nsig = np.int64((h >> np.uint64(24)) & np.uint64(0xFF))
+            size = np.int64((h >> np.uint64(32)) & np.uint64(0xFFFF))
+            fw = fixed_words[opcode]
+            if fw == 0 or nwait > 8 or nsig > 8 or size != 8 * (fw + nwait + nsig) or p + size // 8 > hi:
+                return pos[:n], first, waits, signals, fps, p
+            if np.int64((h >> np.uint64(8)) & np.uint64(0xFF)) != e:
+                return pos[:n], first, waits, signals, fps, -2 - p  # encoded for another engine
+            pos[n] = p
+            n += 1
+            waits += nwait + (1 if sem_operand[opcode] == 1 else 0)
+            signals += nsig + (1 if sem_operand[opcode] == 2 else 0)
+            fps += ap_count[opcode]
+            p += size // 8
+        first[e + 1] = n
+    return pos[:n].copy(), first, waits, signals, fps, -1
+
+
+@numba.njit(inline="always")
+def _u16(b, o):
+    return np.int64(b[o]) | (np.int64(b[o + 1]) << 8)
+
+
+@numba.njit(inline="always")
+def _u32(b, o):
+    return _u16(b, o) | (_u16(b, o + 2) << 16)
+
+
+@numba.njit(inline="always")
+def _i32(b, o):
+    v = _u32(b, o)
+    return v - (np.int64(1) << 32) if v >= (np.int64(1) << 31) else v
+
+
+@numba.njit(inline="always")
+def _hash(words, p, n, mask, opcode):
+    h = np.uint64(14695981039346656037)
+    for w in range(n):
+        h ^= words[p + w] & mask[opcode, w]
+        h *= np.uint64(1099511628211)
+        h ^= h >> np.uint64(29)
+    return h
+
+
+@numba.njit(cache=True)
+def _read(words, pos, n_waits, n_signals, n_aps, fixed_words, key_mask, ap_off, ap_access, sem_operand,
+          itemsize):
+    """One pass over the instructions: their bodies, semaphore lists, pattern values and footprints.
+
+    Returns (body, reps, wptr, wsem, wop, wval, sptr, ssem, sop, sval, fp_ptr, fmem, fpart, fparts,
+    flo, fhi, facc, ap_ptr, ap_value, bad): reps[b] is the first instruction of body b; bad is an
+    instruction whose semaphore entries or access-pattern offsets are malformed, or -1."""
+    n = pos.shape[0]
+    b = words.view(np.uint8)
+    body = np.empty(n, np.int64)
+    reps = np.empty(n, np.int64)
+    rhash = np.empty(n, np.uint64)
+    nb = 0
+    size = 1024
+    table = np.full(size, -1, np.int64)
+    wptr = np.empty(n + 1, np.int64)
+    sptr = np.empty(n + 1, np.int64)
+    wsem = np.empty(n_waits, np.int64)
+    wop = np.empty(n_waits, np.int64)
+    wval = np.empty(n_waits, np.int64)
+    ssem = np.empty(n_signals, np.int64)
+    sop = np.empty(n_signals, np.int64)
+    sval = np.empty(n_signals, np.int64)
+    fp_ptr = np.empty(n + 1, np.int64)
+    fmem = np.empty(n_aps, np.int8)
+    fpart = np.empty(n_aps, np.int64)
+    fparts = np.empty(n_aps, np.int64)
+    flo = np.empty(n_aps, np.int64)
+    fhi = np.empty(n_aps, np.int64)
+    facc = np.empty(n_aps, np.int8)
+    ap_ptr = np.empty(n + 1, np.int64)
+    ap_value = np.empty(n_aps, np.int64)
+    wptr[0] = 0
+    sptr[0] = 0
+    fp_ptr[0] = 0
+    ap_ptr[0] = 0
+    rw = 0
+    rs = 0
+    rf = 0
+    ra = 0
+    bad = -1
+    for i in range(n):
+        p = pos[i]
+        h = words[p]
+        opcode = np.int64(h & np.uint64(0xFF))
+        fw = fixed_words[opcode]
+        # The body: find it in the table, or start a new one.
+        key = _hash(words, p, fw, key_mask, opcode)
+        slot = np.int64(key & np.uint64(size - 1))
+        while True:
+            c = table[slot]
+            if c < 0:
+                reps[nb] = i
+                rhash[nb] = key
+                table[slot] = nb
+                body[i] = nb
+                nb += 1
+                if 2 * nb > size:  # keep the table at most half full
+                    size *= 2
+                    table = np.full(size, -1, np.int64)
+                    for j in range(nb):
+                        s2 = np.int64(rhash[j] & np.uint64(size - 1))
+                        while table[s2] >= 0:
+                            s2 = (s2 + 1) & (size - 1)
+                        table[s2] = j
+                break
+            if rhash[c] == key:
+                q = pos[reps[c]]
+                same = True
+                for w in range(fw):
+                    if (words[p + w] & key_mask[opcode, w]) != (words[q + w] & key_mask[opcode, w]):
+                        same = False
+                        break
+                if same:
+                    body[i] = c
+                    break
+            slot = (slot + 1) & (size - 1)
+        # Waits, then signals: the tail entries, then sem_wait's condition / sem_signal's update.
+        nw = np.int64((h >> np.uint64(16)) & np.uint64(0xFF))
+        ns = np.int64((h >> np.uint64(24)) & np.uint64(0xFF))
+        tail = p + fw
+        extra_w = 1 if sem_operand[opcode] == 1 else 0
+        extra_s = 1 if sem_operand[opcode] == 2 else 0
+        for j in range(nw + extra_w):
+            w = words[tail + j] if j < nw else words[p + 1]
+            wsem[rw] = np.int64(w & np.uint64(0xFF))
+            wop[rw] = np.int64((w >> np.uint64(8)) & np.uint64(0xFF))
+            wval[rw] = np.int64(w >> np.uint64(32))
+            if (wop[rw] > 1 or ((w >> np.uint64(16)) & np.uint64(0xFFFF)) != 0) and bad < 0:
+                bad = i
+            rw += 1
+        for j in range(ns + extra_s):
+            w = words[tail + nw + j] if j < ns else words[p + 1]
+            ssem[rs] = np.int64(w & np.uint64(0xFF))
+            sop[rs] = np.int64((w >> np.uint64(8)) & np.uint64(0xFF))
+            sval[rs] = np.int64(w >> np.uint64(32))
+            if (sop[rs] > 2 or ((w >> np.uint64(16)) & np.uint64(0xFFFF)) != 0) and bad < 0:
+                bad = i
+            rs += 1
+        wptr[i + 1] = rw
+        sptr[i + 1] = rs
+        # Every access-pattern operand's value (offset or constant bits); footprints of those in memory.
+        base = p * 8
+        for j in range(ap_off.shape[1]):
+            off = ap_off[opcode, j]
+            if off < 0:
+                break
+            o = base + off
+            mem = np.int64(b[o])
+            offset = _u32(b, o + 8) | (_u32(b, o + 12) << 32)
+            ap_value[ra] = offset
+            ra += 1
+            if mem == 0:
+                if offset != 0 and bad < 0:
+                    bad = i
+                continue
+            if mem == 4:
+                if (offset < 0 or offset >= (np.int64(1) << 32)) and bad < 0:
+                    bad = i
+                continue
+            if mem > 4:
+                continue  # the body's first instruction is decoded, and fails, before anyone looks
+            isz = itemsize[b[o + 1]]
+            lo = np.int64(0)
+            hi = np.int64(0)
+            for d in range(min(np.int64(b[o + 3]), np.int64(5))):
+                reach = _i32(b, o + 16 + 8 * d) * (_u32(b, o + 20 + 8 * d) - 1)
+                if reach < 0:
+                    lo += reach
+                else:
+                    hi += reach
+            if (offset < 0 or offset + lo * isz < 0) and bad < 0:
+                bad = i
+            fmem[rf] = mem
+            fpart[rf] = b[o + 2]
+            fparts[rf] = _u16(b, o + 4)
+            flo[rf] = offset + lo * isz
+            fhi[rf] = offset + (hi + 1) * isz
+            facc[rf] = ap_access[opcode, j]
+            rf += 1
+        fp_ptr[i + 1] = rf
+        ap_ptr[i + 1] = ra
+    return (body, reps[:nb].copy(), wptr, wsem, wop, wval, sptr, ssem, sop, sval, fp_ptr, fmem[:rf].copy(),
+            fpart[:rf].copy(), fparts[:rf].copy(), flo[:rf].copy(), fhi[:rf].copy(), facc[:rf].copy(), ap_ptr,
+            ap_value, bad)
+
+
+__all__ = ["ACCESS_READ", "ACCESS_WRITE", "ENGINES", "Program"]

@@ -1,0 +1,103 @@
+"""The decoded program (ncsim.program): built once, from an object or from the assembler's arrays,
+and read by every phase without decoding the bytes again."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ncsim import program as program_mod
+from ncsim.asm.assembler import Assembler, assemble, assemble_file
+from ncsim.asm.elf import read_elf, write_elf
+from ncsim.asm.instruction import decode_one
+from ncsim.config import DEFAULT
+from ncsim.program import Program
+from ncsim.runtime.machine import Machine
+from ncsim.runtime.timing import time_program
+
+PROGRAMS = sorted(Path(__file__).resolve().parents[1].glob("programs/*.s"))
+ARRAYS = [f.name for f in dataclasses.fields(Program) if not f.name.startswith("_")
+          and f.name not in ("kernel", "files", "tensors", "name", "semaphores", "obj")]
+
+
+def _decoded(prog: Program, k: int):
+    """Instruction k decoded from its bytes, the way the program does not."""
+    e = prog.engine_of(k)
+    stream = prog.words[prog.word_first[e]:prog.word_first[e + 1]].tobytes()
+    return decode_one(stream, int(prog.pos[k] - prog.word_first[e]) * 8)[0]
+
+
+@pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.name)
+def test_the_object_and_the_assembler_give_the_same_program(path):
+    asm = Assembler(DEFAULT)
+    obj = asm.assemble(path.read_text(), str(path))
+    direct = Program.from_encoded(asm.program.encoded, obj.kernel, obj.files, obj.tensors, str(path))
+    loaded = Program.from_object(read_elf(write_elf(obj), str(path)), str(path))
+    for name in ARRAYS:
+        assert np.array_equal(getattr(direct, name), getattr(loaded, name)), name
+    assert (direct.kernel, direct.files, direct.tensors) == (loaded.kernel, loaded.files, loaded.tensors)
+    # and back: the same object bytes
+    assert write_elf(direct.to_object()) == write_elf(obj)
+
+
+@pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.name)
+def test_every_instruction_made_from_the_columns_is_the_decoded_one(path):
+    prog = Program.from_object(assemble_file(path), str(path))
+    assert len(prog.body_first) < prog.count  # the programs' loops share bodies
+    for k in range(prog.count):
+        made = prog.instruction(k)
+        assert made == _decoded(prog, k), k
+        assert str(made) == str(_decoded(prog, k))
+        assert made.waits + ((made.operands["cond"],) if made.mnemonic == "sem_wait" else ()) == prog.waits(k)
+
+
+def test_the_machine_and_the_timing_decode_only_each_body_once(monkeypatch):
+    path = PROGRAMS[[p.name for p in PROGRAMS].index("matmul.s")]
+    obj = assemble_file(path)
+    calls = []
+    real = program_mod.decode_one
+    monkeypatch.setattr(program_mod, "decode_one", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    prog = Program.from_object(obj, str(path))
+    bodies = len(prog.body_first)
+    assert len(calls) == bodies
+    time_program(prog, DEFAULT)
+    m = Machine(prog, DEFAULT, str(path))
+    for t in prog.tensors:
+        if t.memory == "hbm" and t.kind == "in":
+            m.load_tensor(t, np.zeros(t.shape, t.dtype.storage))
+    m.run()
+    assert len(calls) == bodies and len(m.order) == prog.count
+
+
+def test_prefix_keeps_the_first_instructions_of_each_stream():
+    prog = Program.from_object(assemble_file(PROGRAMS[0]), str(PROGRAMS[0]))
+    counts = [(int(prog.first[e + 1] - prog.first[e]) + 1) // 2 for e in range(len(program_mod.ENGINES))]
+    cut = prog.prefix(counts)
+    assert np.array_equal(np.diff(cut.first), counts)
+    for e, c in enumerate(counts):
+        for i in range(c):
+            k, j = int(prog.first[e]) + i, int(cut.first[e]) + i
+            assert cut.instruction(j) == prog.instruction(k)
+            assert cut.loc(j) == prog.loc(k)
+
+
+def test_source_lines_of_two_files_with_one_relative_name(tmp_path):
+    """Two programs called r.s in different folders: each place shows its own file's line."""
+    texts = {"a": ".hbm x f32[128, 4] in\n.sbuf t f32[128, 4]\ndma_copy t, x\n",
+             "b": ".hbm x f32[128, 4] in\n.sbuf t f32[128, 4]\n\n# another line 4\ndma_copy t, x  # b\n"}
+    seen = []
+    cwd = os.getcwd()
+    try:
+        for d, text in texts.items():
+            (tmp_path / d).mkdir()
+            os.chdir(tmp_path / d)
+            Path("r.s").write_text(text)
+            r = time_program(assemble(text, "r.s"), DEFAULT, "r.s")
+            seen.append(r.loc(0).text)
+    finally:
+        os.chdir(cwd)
+    assert seen == ["dma_copy t, x", "dma_copy t, x  # b"]
