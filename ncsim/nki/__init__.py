@@ -94,7 +94,7 @@ class Kernel:
 
     def __getitem__(self, grid: Any) -> Kernel:
         g = grid if isinstance(grid, tuple) else (grid,)
-        return Kernel(self.func, tuple(int(x) for x in g), **self.options)
+        return type(self)(self.func, tuple(int(x) for x in g), **self.options)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return simulate(self, args, kwargs).outputs
@@ -249,10 +249,6 @@ class Benchmarked(Kernel):
         r = simulate(self, args, kwargs, values=False)
         self.benchmark_result = BenchmarkResult(r)
         _save(r, self.options.get("save_neff_name"), self.options.get("save_trace_name"), None)
-
-    def __getitem__(self, grid: Any) -> Benchmarked:
-        g = grid if isinstance(grid, tuple) else (grid,)
-        return Benchmarked(self.func, tuple(int(x) for x in g), **self.options)
 
 
 def benchmark(kernel: Any = None, **options: Any) -> Any:

@@ -1,0 +1,220 @@
+"""The NKI front end around the kernels: errors at the kernel's line, indexing and masks, the
+buffer policy, entry points (benchmark, profile, placeholders), the neuronxcc alias and `ncsim nki`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ncsim.nki.isa as nisa
+import ncsim.nki.language as nl
+from ncsim import nki
+from ncsim.errors import AsmError
+from ncsim.nki.alias import install_alias, remove_alias
+
+F32 = np.float32
+HERE = Path(__file__).resolve()
+ROOT = HERE.parents[2]
+
+
+def line_of(fragment: str) -> int:
+    return next(n for n, text in enumerate(HERE.read_text().splitlines(), 1) if fragment in text)
+
+
+# ------------------------------------------------------------------ errors point at the kernel
+@nki.jit
+def too_many_partitions(a):
+    t = nl.load(a)  # the partition dimension is 256
+    return t
+
+
+@nki.jit
+def psum_too_big(a):
+    return nl.zeros((128, 1024), nl.float32, buffer=nl.psum)  # 4 KiB per partition
+
+
+@nki.jit
+def unknown_function(a):
+    return nl.frobnicate(a)
+
+
+@pytest.mark.parametrize("kernel, fragment, rule", [
+    (too_many_partitions, "t = nl.load(a)  # the partition", "partition dimension, at most 128"),
+    (psum_too_big, "return nl.zeros((128, 1024)", "PSUM tile holds at most 2048 bytes per partition"),
+    (unknown_function, "return nl.frobnicate(a)", "nl.frobnicate is not available"),
+])
+def test_a_broken_rule_is_an_error_at_the_kernels_line(kernel, fragment, rule):
+    with pytest.raises(AsmError) as e:
+        kernel(np.zeros((256, 4), F32))
+    assert e.value.loc.file == str(HERE)
+    assert e.value.loc.line == line_of(fragment)
+    assert rule in e.value.message
+    assert fragment.split("  #")[0] in e.value.format()  # the line is shown
+
+
+@nki.jit
+def matmul_too_wide(a, b):
+    return nl.matmul(nl.load(a), nl.load(b), transpose_x=True)
+
+
+def test_matmul_limits_are_checked_with_the_rule():
+    with pytest.raises(AsmError, match="moving \\[K, N <= 512\\]"):
+        matmul_too_wide(np.zeros((128, 128), F32), np.zeros((128, 1024), F32))
+
+
+def test_every_instruction_carries_the_kernels_file_and_line():
+    from tests.nki.test_tutorials import add_tiles
+
+    add_tiles[1, 1](np.zeros((128, 256), F32), np.zeros((128, 256), F32))
+    obj = nki.last_run().obj
+    assert obj.files == [str(HERE.parent / "test_tutorials.py")]
+    assert all(e.line > 0 for entries in obj.lines.values() for e in entries)
+
+
+# ------------------------------------------------------------------ indexing, masks, buffers
+@nki.jit
+def corners(boxes):
+    """The GIoU article's pattern: four planes of every fourth element, t[i_p, 4 * i_f + k]."""
+    out = nl.ndarray((boxes.shape[0], boxes.shape[1] // 4), dtype=boxes.dtype, buffer=nl.shared_hbm)
+    t = nl.load(boxes)
+    ip, jf = nl.mgrid[0:boxes.shape[0], 0:boxes.shape[1] // 4]
+    width = nl.maximum(t[ip, 4 * jf + 2] - t[ip, 4 * jf], 0.0)
+    nl.store(out, value=width)
+    return out
+
+
+def test_affine_indices_read_strided_planes():
+    b = np.random.default_rng(5).standard_normal((128, 64)).astype(F32)
+    np.testing.assert_array_equal(corners(b), np.maximum(b[:, 2::4] - b[:, 0::4], F32(0)))
+
+
+@nki.jit
+def masked_exp(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    ip = nl.arange(128)[:, None]
+    jf = nl.arange(64)[None, :]
+    t = nl.load(x[ip, jf], mask=ip < 100)
+    nl.store(out[ip, jf], value=nl.exp(t, mask=(ip < 100) & (jf < 40)), mask=(ip < 100) & (jf < 40))
+    nl.store(out[ip, jf], value=t, mask=ip >= 500)  # keeps nothing: no instruction
+    return out
+
+
+def test_masks_shrink_and_drop_instructions():
+    x = np.random.default_rng(6).standard_normal((128, 64)).astype(F32)
+    got = masked_exp(x)
+    want = np.exp(x[:100, :40].astype(np.float64)).astype(F32)
+    np.testing.assert_array_equal(got[:100, :40], want)
+    instrs = nki.last_run().program.instructions
+    assert [i.mnemonic for i in instrs] == ["dma_copy", "activation", "dma_copy"]
+    assert instrs[1]["data"].partitions == 100 and instrs[1]["data"].free_elements == 40
+
+
+@nki.jit
+def scaled_copy(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(x.shape[0] // 128):
+        t = nl.load(x[i * 128:(i + 1) * 128, :])
+        nl.store(out[i * 128:(i + 1) * 128, :], value=t * 2.0)
+    return out
+
+
+def test_a_tile_made_in_a_loop_rotates_through_two_buffers():
+    x = np.random.default_rng(7).standard_normal((512, 32)).astype(F32)
+    np.testing.assert_array_equal(scaled_copy(x), x * F32(2))
+    loads = [i["dst"].offset for i in nki.last_run().program.instructions if i.mnemonic == "dma_copy"
+             and i["dst"].memory.label == "sbuf"]
+    assert len(set(loads)) == 2 and loads[0] == loads[2] and loads[1] == loads[3]
+
+
+@nki.jit
+def isa_forms(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    a = nisa.activation(op=nl.exp, data=t, scale=0.5)
+    s = nisa.tensor_scalar(a, np.multiply, 3.0, op1=np.add, operand1=1.0)
+    nl.store(out, value=nisa.tensor_tensor(s, t, op=nl.subtract))
+    return out
+
+
+def test_nisa_calls_return_tiles():
+    x = np.random.default_rng(8).standard_normal((64, 32)).astype(F32)
+    a = np.exp((x * F32(0.5)).astype(np.float64)).astype(F32)
+    np.testing.assert_array_equal(isa_forms(x), (a * F32(3) + F32(1)) - x)
+
+
+# ------------------------------------------------------------------ benchmark, profile, placeholders
+def test_benchmark_on_placeholders_times_without_values(tmp_path):
+    from tests.nki.test_tutorials import matmul_tiled
+
+    bench = nki.benchmark(warmup=5, iters=10)(matmul_tiled)
+    bench(nki.typing.tensor[[256, 256], nl.bfloat16], nki.typing.tensor[[256, 1024], nl.bfloat16])
+    lat = bench.benchmark_result.nc_latency
+    assert lat.get_latency_percentile(50) == lat.get_latency_percentile(99) == nki.last_run().latency_us > 0
+    assert not nki.last_run().values
+
+    saved = nki.benchmark(matmul_tiled, save_neff_name=str(tmp_path / "file.neff"),
+                          save_trace_name=str(tmp_path / "profile.ntff"))
+    saved(np.ones((128, 128), F32), np.ones((128, 512), F32))
+    assert (tmp_path / "file.neff").read_bytes()[:4] == b"\x7fELF"
+    assert "traceEvents" in json.loads((tmp_path / "profile.ntff").read_text())
+
+
+def test_profile_writes_the_trace_and_the_timeline(tmp_path):
+    from tests.nki.test_tutorials import add_tiles
+
+    prof = nki.profile(working_directory=str(tmp_path), save_trace_name="add.json")(add_tiles)
+    got = prof[1, 1](np.ones((128, 256), F32), np.ones((128, 256), F32))
+    np.testing.assert_array_equal(got, np.full((128, 256), 2, F32))
+    assert (tmp_path / "add.json").is_file() and (tmp_path / "add.png").is_file()
+
+
+# ------------------------------------------------------------------ the alias and `ncsim nki`
+def test_the_alias_is_installed_only_on_request():
+    remove_alias()
+    assert "neuronxcc" not in sys.modules
+    install_alias()
+    try:
+        import neuronxcc.nki as alias_nki
+        import neuronxcc.nki.language as alias_nl
+        from neuronxcc.nki.language import par_dim
+
+        assert alias_nki is nki and alias_nl is nl and par_dim(128) == 128
+    finally:
+        remove_alias()
+
+
+SCRIPT = """\
+import argparse
+import numpy as np
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+from helper import ROWS
+
+@nki.jit
+def double(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.load(x) * 2.0)
+    return out
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("--cols", type=int)
+    args = p.parse_args()
+    x = np.ones((ROWS, args.cols), np.float32)
+    print("sum", double(x).sum())
+"""
+
+
+def test_ncsim_nki_runs_a_script_as_python_would(tmp_path):
+    (tmp_path / "kern.py").write_text(SCRIPT)
+    (tmp_path / "helper.py").write_text("ROWS = 16\n")
+    done = subprocess.run([str(Path(sys.executable).parent / "ncsim"), "nki", str(tmp_path / "kern.py"), "--cols", "8"],
+                          check=False, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "sum 256.0" in done.stdout
+    assert "ncsim: kernel double: 3 instructions" in done.stderr
