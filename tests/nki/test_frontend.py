@@ -218,3 +218,33 @@ def test_ncsim_nki_runs_a_script_as_python_would(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "sum 256.0" in done.stdout
     assert "ncsim: kernel double: 3 instructions" in done.stderr
+
+
+# ------------------------------------------------------------------ dtype promotion (NKI Type Promotion, nki.api.shared)
+@pytest.mark.parametrize("a, b, want", [
+    ("f32", "tf32", "f32"), ("f32", "bf16", "f32"), ("f16", "bf16", "f32"), ("fp8e4", "f16", "f16"),
+    ("fp8e4", "bf16", "bf16"), ("fp8e4", "fp8e5", "bf16"), ("i16", "i32", "i32"), ("u8", "u16", "u16"),
+    ("u16", "i32", "i32"), ("i8", "u8", "i16"), ("i8", "u16", "i32"), ("i32", "u32", "f32"), ("i32", "f16", "f16"),
+    ("u16", "tf32", "tf32"),
+])
+def test_promotion_follows_nkis_table(a, b, want):
+    from ncsim import dtypes
+
+    got = nl.promote(dtypes.by_name(a), dtypes.by_name(b))
+    assert got.short == want and nl.promote(dtypes.by_name(b), dtypes.by_name(a)).short == want
+
+
+@nki.jit
+def weak_scalar(x):
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    y = nl.load(x) * 2.0  # bf16 * a Python float -> float32 (a weakly typed scalar is float32)
+    assert y.dtype == nl.float32
+    nl.store(out, value=y)
+    return out
+
+
+def test_a_python_number_is_float32():
+    import ml_dtypes
+
+    x = np.arange(8, dtype=np.float32).reshape(8, 1).astype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(weak_scalar(x), x.astype(F32) * 2)
