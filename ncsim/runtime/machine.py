@@ -31,10 +31,9 @@ from ncsim import engines, isa
 from ncsim.asm.fields import SIGNAL_OPS, SemOp
 from ncsim.asm.instruction import Instruction
 from ncsim.asm.objfile import ObjectFile, TensorEntry
-from ncsim.asm.rules import check_instruction, check_tensor
 from ncsim.config import Config
 from ncsim.engines.context import Context
-from ncsim.errors import AsmError, DeadlockError, NcsimError, SimError, SourceLoc, Waiting, unmet_wait
+from ncsim.errors import DeadlockError, NcsimError, SimError, SourceLoc, Waiting, unmet_wait
 from ncsim.memory.access import AccessPattern, Memory
 from ncsim.memory.state import MemoryState
 from ncsim.program import Program
@@ -99,21 +98,6 @@ class Machine:
 
     def loc(self, engine: str, index: int) -> SourceLoc | None:
         return self.program.loc(self.program.find(engine, index))
-
-    def verify(self) -> None:
-        """Check every tensor and instruction against the hardware rules of this configuration (the
-        assembler does the same for source; an object may come from elsewhere, or from another config)."""
-        for t in self.program.tensors:
-            try:
-                check_tensor(t, self.config)
-            except AsmError as e:
-                raise SimError(e.message, file=self.file) from None
-        for engine in ENGINES:
-            for index, instr in enumerate(self.streams[engine]):
-                try:
-                    check_instruction(instr, self.config)
-                except AsmError as e:
-                    raise SimError(e.message, self.loc(engine, index), notes=e.notes) from None
 
     # ------------------------------------------------------------------ host side
     def tensor(self, name: str) -> TensorEntry:
