@@ -6,7 +6,9 @@ Anything else escaping is a bug in ncsim, not in the user's program.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,10 @@ class SimError(NcsimError):
 class DeadlockError(SimError):
     """Engines wait on semaphores that no instruction left to run can satisfy."""
 
+    # Set by the timing model: a function returning the TimingResult of the instructions that ran
+    # before the deadlock (for --trace and --timeline); None from the functional machine.
+    partial: Callable[[], Any] | None = None
+
     @classmethod
     def of(cls, waiting: list[Waiting], after: tuple[str, ...] = ()) -> DeadlockError:
         """The report of the functional machine and of the timing model alike: one note per waiting
@@ -125,6 +131,14 @@ class DeadlockError(SimError):
         first = next((w.loc for w in waiting if w.loc is not None), None)
         return cls(f"deadlock: {n} engine{'s wait' if n != 1 else ' waits'} for semaphore values that no"
                    " instruction left to run can produce", first, notes=tuple(notes) + after)
+
+
+def unmet_wait(sem: int, op: str, value: int, now: int, name: str | None = None) -> str:
+    """A wait that does not hold, in words: `s3>=1 (s3 is 0)`, or with the source's `.sem` name
+    `ready>=1 (ready, s3, is 0)`."""
+    if name:
+        return f"{name}{op}{value} ({name}, s{sem}, is {now})"
+    return f"s{sem}{op}{value} (s{sem} is {now})"
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,15 @@ from ncsim import isa
 from ncsim.asm.fields import MAX_HBM_DIMS
 from ncsim.asm.instruction import HEADER, layout
 
+# The NaN rule of every arithmetic result (ncsim/engines/alu.py, docs/numerics.md).
+_CANONICAL_NAN = ("Every NaN an arithmetic operator produces, on every engine and in every instruction (elementwise,"
+                  " reductions, scans, matmul), is the canonical quiet NaN, bits 0x7FC00000 (0x7FC0 in bf16): a NaN"
+                  " operand's sign and payload are not kept, and a NaN made from numbers (inf - inf, 0 * inf, 0 / 0)"
+                  " does not take the host CPU's sign. The comparisons and logical operators give 1.0 or 0.0, never NaN.")
+_ACTIVATION_NAN = ("A NaN an activation produces (from a NaN operand, 0 * inf in `data * scale`, inf - inf in `+ bias`,"
+                   " or a function outside its domain: log(-1), sqrt(-1), sin(inf)) is the canonical NaN 0x7FC00000,"
+                   " like every ALU result.")
+
 
 def engines_of(spec: isa.InstrSpec) -> str:
     return ", ".join(spec.engines) if len(spec.engines) > 1 else spec.engines[0]
@@ -104,8 +113,10 @@ def markdown() -> str:
     for name, arity, cls, red, doc in isa.ALU_OPS:
         out.append(f"| `{name}` | {arity} | {cls} | {'yes' if red else 'no'} | {_md_escape(doc)} |")
     out += ["", "Also accepted: " + ", ".join(f"`{a}` for `{b}`" for a, b in isa.ALU_ALIASES.items()) + ".", ""]
+    out += [_CANONICAL_NAN, ""]
     out += ["## Activation functions", "", "| function | value (float64, rounded once to fp32) |", "|---|---|"]
     out += [f"| `{name}` | {_md_escape(doc)} |" for name, doc in isa.ACTIVATION_FUNCS]
+    out += ["", _ACTIVATION_NAN]
     for spec in isa.TABLE:
         out += ["", f"## {spec.mnemonic}", "", spec.summary + ".", "", "```", spec.syntax(), "```", ""]
         out.append(f"Engine: {engines_of(spec)}. Opcode: `0x{spec.opcode:02x}`.")

@@ -207,7 +207,9 @@ class Assembler:
         self.program.kernel = _identifier(Path(filename).stem)
         self.assemble_lines(text, filename)
         self.program.build(self.config, set(self.env.sems.values()))
-        return self.program.to_object()
+        obj = self.program.to_object()
+        obj.semaphores = {number: name for name, number in self.env.sems.items()}
+        return obj
 
     def assemble_lines(self, text: str, filename: str) -> None:
         lines = source_lines(text, filename)

@@ -55,3 +55,6 @@ class ObjectFile:
     lines: dict[str, list[LineEntry]] = field(default_factory=lambda: {e: [] for e in ENGINES})
     files: list[str] = field(default_factory=list)
     tensors: list[TensorEntry] = field(default_factory=list)
+    # The names of the source's `.sem` semaphores, by number, for messages (a deadlock names them).
+    # The ELF file does not keep them: a run of an object file names semaphores by number.
+    semaphores: dict[int, str] = field(default_factory=dict, compare=False)

@@ -60,8 +60,15 @@ class Sidecar:
         fn: Callable[..., Any] = getattr(self.module, name)
         try:
             return fn(*args, **kwargs)
+        except SystemExit as e:
+            raise InputError(f"the sidecar's {name}() called sys.exit({_code(e)}): a sidecar returns its"
+                             " arrays, it does not end the run", file=str(self.path)) from None
         except Exception as e:  # noqa: BLE001 - the user's code: report it as theirs
             raise InputError(f"the sidecar's {name}() failed: {type(e).__name__}: {e}", file=str(self.path)) from None
+
+
+def _code(e: SystemExit) -> str:
+    return "" if e.code is None else repr(e.code)
 
 
 def find_sidecar(program: str | Path | None) -> Path | None:
@@ -83,6 +90,9 @@ def load_sidecar(path: str | Path | None) -> Sidecar:
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
+    except SystemExit as e:
+        raise InputError(f"the sidecar called sys.exit({_code(e)}) while it was imported: a sidecar defines"
+                         " inputs() and reference(), it does not end the run", file=str(path)) from None
     except Exception as e:  # noqa: BLE001 - the user's code: report it as theirs
         raise InputError(f"the sidecar does not import: {type(e).__name__}: {e}", file=str(path)) from None
     finally:
@@ -94,6 +104,8 @@ def load_sidecar(path: str | Path | None) -> Sidecar:
 def read_npy(path: str | Path, name: str) -> np.ndarray:
     """A .npy file's array (an .npz with exactly one array, or an array named `name`, also works)."""
     p = Path(path)
+    if p.is_dir():
+        raise InputError(f"input '{name}': is a directory, not a .npy file", file=str(p))
     if not p.is_file():
         raise InputError(f"input '{name}': no such file", file=str(p))
     try:
@@ -197,6 +209,10 @@ def resolve_inputs(obj: ObjectFile, given: Mapping[str, Any], sidecar: Sidecar, 
         made = sidecar.call("inputs", seed)
         if not isinstance(made, Mapping):
             raise InputError("the sidecar's inputs() must return a dict of arrays", file=str(sidecar.path))
+        extra = sorted(set(made) - set(tensors), key=str)
+        if extra:
+            raise InputError(f"the sidecar's inputs() gives {extra}, which are not inputs of the kernel"
+                             f" (its inputs: {', '.join(tensors) or 'none'})", file=str(sidecar.path))
         for name in missing:
             if name not in made:
                 raise InputError(f"the sidecar's inputs() gives no '{name}'", file=str(sidecar.path))

@@ -1,4 +1,5 @@
-"""A timed run as a PNG picture: what the Perfetto trace shows, for people who would rather look.
+"""A timed run as a picture (PNG, SVG or PDF): what the Perfetto trace shows, for people who would
+rather look.
 
     from ncsim.runtime.timeline import write_timeline
     write_timeline(result, "giou.png", obj)        # result = time_program(obj, ...)
@@ -27,6 +28,7 @@ import numpy as np
 
 from ncsim import isa
 from ncsim.asm.objfile import ObjectFile
+from ncsim.errors import NcsimError
 from ncsim.memory.access import Memory
 from ncsim.runtime.timing import TimingResult
 from ncsim.runtime.trace import ENGINE_TRACKS, lanes, live_bytes, transfers
@@ -40,8 +42,27 @@ _WIDTH_IN = 16.0
 _DPI = 100
 
 
+# The picture's formats, by the file's extension; the metadata left out of each so that two runs
+# write the same bytes (matplotlib would stamp its version or the date).
+FORMATS: dict[str, dict[str, None]] = {"png": {"Software": None}, "svg": {"Creator": None, "Date": None},
+                                       "pdf": {"Creator": None, "Producer": None, "CreationDate": None}}
+
+
+def picture_format(path: str | Path) -> str:
+    """The format `path` asks for by its extension (png, svg or pdf), or an NcsimError naming those."""
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if suffix not in FORMATS:
+        accepted = ", ".join(f".{f}" for f in FORMATS)
+        raise NcsimError(f"--timeline draws {accepted} pictures, by the file's extension; not"
+                         f" '{Path(path).suffix or 'no extension'}'", file=str(path))
+    return suffix
+
+
 def write_timeline(result: TimingResult, path: str | Path, obj: ObjectFile | None = None) -> None:
-    """Draw the run to a PNG at `path`. `obj`, the timed object, gives the kernel's name for the title."""
+    """Draw the run to `path`, a .png, .svg or .pdf by its extension. `obj`, the timed object, gives
+    the kernel's name for the title."""
+    fmt = picture_format(path)
+    from matplotlib import rc_context
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.collections import LineCollection, PolyCollection
     from matplotlib.figure import Figure
@@ -150,7 +171,8 @@ def write_timeline(result: TimingResult, path: str | Path, obj: ObjectFile | Non
     fig.suptitle(f"{kernel}: {result.total_ns / 1000:,.3f} µs ({result.total_ticks:,} ticks at"
                  f" {cfg.tick_hz / 1e9:g} GHz), {result.count:,} instructions, {len(tr.instr):,} DMA transfers",
                  x=0.07, ha="left", fontsize=11)
-    fig.savefig(path, format="png", metadata={"Software": None})
+    with rc_context({"svg.hashsalt": "ncsim"}):  # the SVG's element ids: fixed, not random
+        fig.savefig(path, format=fmt, metadata=FORMATS[fmt])
 
 
 def _palette(n: int) -> np.ndarray:
