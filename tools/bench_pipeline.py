@@ -30,15 +30,16 @@ Phases, one row each, per size:
   assemble    text -> ObjectFile (`Assembler(config).assemble`): parsing, unrolling, placement,
               automatic synchronisation, encoding
   write ELF   ObjectFile -> ELF bytes (`write_elf`)
-  load        ELF bytes -> ObjectFile (`read_elf`)
+  load        ELF bytes -> ObjectFile (`read_elf`) -> the decoded program (`Program.from_object`), which
+              every later phase reads
   values      the functional simulation, `ncsim.run(obj, values=True, timing=False, check=False)`:
               seeded random inputs, every instruction's values, the outputs read back; only up to
               --values-max instructions (by default 10^4 only; larger sizes print "skipped")
-  timing      `time_program(obj, config, name)` on the loaded object
+  timing      `time_program(program, config, name)` on the decoded program
   races       `find_races(timing_result)` (any race found is printed: under .sync auto it would be an
               assembler bug)
   report      `report(timing_result).format()`
-  trace       `write_trace(timing_result, path, obj)` to a file in the temporary directory (deleted)
+  trace       `write_trace(timing_result, path)` to a file in the temporary directory (deleted)
 and a derived row, "timing-only path" = load + timing + races + report (what `ncsim run --timing-only`
 does to an object), its seconds summed and its memory the largest of its phases'.
 
@@ -257,6 +258,7 @@ def run_pipeline(text: str, tmp: Path, skip: set[str], values_max: int,
     from ncsim.asm.assembler import Assembler
     from ncsim.asm.elf import read_elf, write_elf
     from ncsim.config import DEFAULT
+    from ncsim.program import Program
     from ncsim.runtime.races import find_races
     from ncsim.runtime.report import report
     from ncsim.runtime.timing import time_program
@@ -309,16 +311,19 @@ def run_pipeline(text: str, tmp: Path, skip: set[str], values_max: int,
     def trace():
         out = tmp / "bench_pipeline.trace.json"
         try:
-            notes["trace_bytes"] = write_trace(state["timing"], out, state["load"])
+            notes["trace_bytes"] = write_trace(state["timing"], out)
         finally:
             out.unlink(missing_ok=True)
         return True
 
     phase("assemble", assemble)
     phase("write ELF", lambda: write_elf(state["assemble"]), ("assemble",))
-    phase("load", lambda: read_elf(state["write ELF"], str(tmp / "bench_pipeline.o")), ("write ELF",))
-    if "load" not in state and "assemble" in state:
-        state["load"] = state["assemble"]  # later phases take the assembled object when the ELF is skipped
+    phase("load", lambda: Program.from_object(read_elf(state["write ELF"], str(tmp / "bench_pipeline.o")), str(path)),
+          ("write ELF",))
+    if "load" not in state and "assemble" in state:  # later phases take the assembled object when the ELF is skipped
+        state["load"] = Program.from_object(state["assemble"], str(path))
+    if "load" in state:
+        notes["program_bytes"] = state["load"].nbytes()
         notes["object"] = "the assembled object (load did not run)"
     state.pop("write ELF", None)
     phase("values", values, ("load",))
@@ -420,6 +425,9 @@ def print_size(m: dict[str, Any]) -> None:
         print(f"   {label:<18}{r['seconds']:>9.3f}{rate:>14,.0f}{_mib(r['peak']):>10}{per_text:>9}"
               f"   {_verdict(name, rate, per, n)}".rstrip())
     print(f"   {'':<18}(timing-only path = {' + '.join(TIMING_ONLY)}; its peak: the largest of theirs)")
+    if "program_bytes" in notes:
+        print(f"   decoded program: {notes['program_bytes'] / 2**20:,.1f} MiB of arrays"
+              f" ({notes['program_bytes'] / n:.0f} bytes per instruction, the encoded words included)")
     if "machine_seconds" in notes:
         print(f"   values: of which Machine.run {notes['machine_seconds']:.3f} s")
     if "simulated_us" in notes:

@@ -74,12 +74,15 @@ class RunResult:
         return make_report(self.timing)
 
 
-def load_program(program: str | Path | ObjectFile, config: Config) -> tuple[Program, str, bool]:
+def load_program(program: str | Path | ObjectFile | Program, config: Config) -> tuple[Program, str, bool]:
     """(the decoded program, display name, whether it came from an object). A .s file is assembled in
-    memory, straight into the decoded program; an object is decoded once, for every phase."""
+    memory, straight into the decoded program; an object is decoded once, for every phase; a decoded
+    program is taken as it is."""
     from ncsim.asm.objfile import ObjectFile
     from ncsim.program import Program
 
+    if isinstance(program, Program):  # already decoded (the NKI front end builds it from its arrays)
+        return program, program.name, False
     if isinstance(program, ObjectFile):
         name = f"<kernel {program.kernel}>"
         return Program.from_object(program, name), name, True
@@ -102,11 +105,12 @@ def load_program(program: str | Path | ObjectFile, config: Config) -> tuple[Prog
     return Program.from_object(load_object(path), path), path, True
 
 
-def run(program: str | Path | ObjectFile, inputs: Mapping[str, Any] | None = None, *,
+def run(program: str | Path | ObjectFile | Program, inputs: Mapping[str, Any] | None = None, *,
         config: Config | None = None, seed: int = 0, sidecar: str | Path | bool = True,
         check: bool = True, timing: bool = True, values: bool = True,
         progress: Callable[[int, int], None] | None = None) -> RunResult:
-    """Run `program` (a .s or .o path, or an ObjectFile) on a simulated NeuronCore-v2.
+    """Run `program` (a .s or .o path, an ObjectFile, or a decoded `ncsim.program.Program`) on a
+    simulated NeuronCore-v2.
 
     inputs: arrays or .npy paths by input name; the rest come from the sidecar's inputs(seed), else
     seeded random values. sidecar: True to use the file beside the program (NAME.py), a path, or False.
@@ -116,8 +120,6 @@ def run(program: str | Path | ObjectFile, inputs: Mapping[str, Any] | None = Non
     progress: called as progress(done, total) as the values are computed. The `ncsim` command also
     draws bars of the steps that last (ncsim.progress); from Python they are off.
     """
-    from ncsim.asm.objfile import ObjectFile
-
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise InputError(f"seed {seed!r}: a seed is a non-negative integer (numpy's random generators,"
                          " and the sidecars' inputs(seed), take no other)")
@@ -149,7 +151,7 @@ def run(program: str | Path | ObjectFile, inputs: Mapping[str, Any] | None = Non
         return RunResult(prog.kernel, prog, {}, {}, {}, None, [], timed.count, 0.0, None, timed, timing_seconds,
                          races)
     if sidecar is True:
-        side_path = None if isinstance(program, ObjectFile) else inputs_mod.find_sidecar(program)
+        side_path = inputs_mod.find_sidecar(program) if isinstance(program, (str, Path)) else None
     elif sidecar is False:
         side_path = None
     else:
