@@ -322,9 +322,9 @@ def run_pipeline(text: str, tmp: Path, skip: set[str], values_max: int,
           ("write ELF",))
     if "load" not in state and "assemble" in state:  # later phases take the assembled object when the ELF is skipped
         state["load"] = Program.from_object(state["assemble"], str(path))
+        notes["object"] = "the assembled object (load did not run)"
     if "load" in state:
         notes["program_bytes"] = state["load"].nbytes()
-        notes["object"] = "the assembled object (load did not run)"
     state.pop("write ELF", None)
     phase("values", values, ("load",))
     state.pop("values", None)
