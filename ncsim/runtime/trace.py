@@ -75,7 +75,7 @@ from ncsim import isa
 from ncsim.asm.fields import SIGNAL_OPS, WAIT_OPS, APKind, SemOp
 from ncsim.asm.instruction import Instruction, layout
 from ncsim.asm.objfile import ObjectFile
-from ncsim.memory.access import AccessPattern, Memory
+from ncsim.memory.access import AccessPattern, Immediate, Memory
 from ncsim.runtime.timing import ACCESS_READ, ACCESS_WRITE, ENGINES, TimingResult
 
 PROCESS = "NeuronCore-v2"
@@ -298,7 +298,7 @@ class _Template:
     Instructions of a body differ only there and in constants (timing.py: the body is every byte but
     those), so one decode per body replaces one per instruction (measured: 48 us per decode and
     print). A body with constant operands has one template per distinct value of its constants'
-    bits (read from the encoded words), usually a handful."""
+    bits (the program's ap_value column), usually a handful."""
 
     def __init__(self, parts: list[str], aps: int, sem_operand: bool, sep: str):
         self.parts, self.aps, self.sem_operand, self.sep = parts, aps, sem_operand, sep
@@ -342,14 +342,11 @@ def _sem_texts(sem: np.ndarray, op: np.ndarray, value: np.ndarray, ops: Sequence
 def _constant_groups(result: TimingResult, ks: np.ndarray) -> list[np.ndarray]:
     """The instructions `ks` of one body split by the bits of their constant operands (all of them
     together, if the body has none), in order of first appearance."""
-    prog = result._program
-    k0 = int(ks[0])
-    opcode = int(result.body_opcode[result.body[k0]])
-    b = prog.words.view(np.uint8)
-    at = prog.pos[ks] * 8
-    cols = [b[(at + off + 8)[:, None] + np.arange(8)].view("<u8").reshape(-1)
-            for operand, off in layout(opcode)[0]
-            if isinstance(operand.kind, APKind) and b[int(at[0]) + off] == Memory.IMM]
+    prog = result.program
+    first = prog.instruction(int(ks[0]))
+    patterns = [first.operands[operand.name] for operand, _ in layout(first.spec.opcode)[0]
+                if isinstance(operand.kind, APKind)]  # the program's ap_value columns, in this order
+    cols = [prog.ap_value[prog.ap_ptr[ks] + j] for j, v in enumerate(patterns) if isinstance(v, Immediate)]
     if not cols:
         return [ks]
     _, first, inverse = np.unique(np.stack(cols, 1), axis=0, return_index=True, return_inverse=True)
