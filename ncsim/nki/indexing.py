@@ -195,10 +195,31 @@ def arange(*args: int) -> Index:
     return Index(start, ((0, 1),), ((0, stop - start),), 1, placed=False)
 
 
+class Grid(tuple):
+    """What nl.mgrid returns: the index expressions, also named by axis (`.p` the partition axis, then
+    `.x`, `.y`, `.z`), as NKI's examples use them (`g = nl.mgrid[0:32, 0:128]; t[g.p, g.x]`)."""
+
+    @property
+    def p(self) -> Index:
+        return self[0]
+
+    @property
+    def x(self) -> Index:
+        return self[1]
+
+    @property
+    def y(self) -> Index:
+        return self[2]
+
+    @property
+    def z(self) -> Index:
+        return self[3]
+
+
 class _MGrid:
     """nl.mgrid[0:128, 0:512]: one index expression per slice, each on its own grid dimension."""
 
-    def __getitem__(self, key: object) -> Index | tuple[Index, ...]:
+    def __getitem__(self, key: object) -> Index | Grid:
         keys = key if isinstance(key, tuple) else (key,)
         out = []
         for d, k in enumerate(keys):
@@ -209,7 +230,7 @@ class _MGrid:
             if n <= 0 or step <= 0:
                 raise AsmError(f"nl.mgrid slice {start}:{k.stop}:{step} is empty")
             out.append(Index(start, ((d, step),), ((d, n),), len(keys)))
-        return out[0] if len(out) == 1 else tuple(out)
+        return out[0] if len(out) == 1 else Grid(out)
 
 
 mgrid = _MGrid()

@@ -38,6 +38,12 @@ float8_e4m3 = np.dtype(ml_dtypes.float8_e4m3)
 float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
 
 
+class fp32:
+    """nl.fp32.min: the most negative finite float32 (bit pattern 0xff7fffff), NKI's masking value."""
+
+    min = float(np.finfo(np.float32).min)
+
+
 # ------------------------------------------------------------------ memories
 class _Memory:
     def __init__(self, name: str, memory: str):

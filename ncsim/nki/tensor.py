@@ -130,7 +130,7 @@ class View:
     """An NKI tensor, tile or view while tracing (see the module docstring)."""
 
     __array_priority__ = 1000  # numpy scalars on the left defer to our operators
-    __slots__ = ("__weakref__", "_buf", "_dtype", "dims", "offset", "partition", "pending")
+    __slots__ = ("__weakref__", "_buf", "_dtype", "dims", "dynamic", "offset", "partition", "pending")
 
     def __init__(self, buf: Buffer | None, partition: int, offset: int, dims: tuple[tuple[int, int], ...],
                  dtype: dtypes.DType, pending: Pending | None = None):
@@ -140,6 +140,9 @@ class View:
         self.dims = dims  # (step, count) per axis; on chip axis 0 is partitions (its step unused)
         self._dtype = dtype
         self.pending = pending
+        # (index tile element, element step) when an index holds a tile element read at run time
+        # (nisa.tensor_copy_dynamic_src/_dst): the view is then the one at run-time offset 0.
+        self.dynamic: tuple[View, int] | None = None
 
     @classmethod
     def of(cls, buf: Buffer) -> View:
@@ -296,9 +299,13 @@ class View:
         return fn(other, self) if reverse else fn(self, other)
 
     def __add__(self, o: Any) -> View:
+        if isinstance(o, Index):
+            return Dynamic(self, o)  # type: ignore[return-value]
         return self._binary("add", o)
 
     def __radd__(self, o: Any) -> View:
+        if isinstance(o, Index):
+            return Dynamic(self, o)  # type: ignore[return-value]
         return self._binary("add", o, True)
 
     def __sub__(self, o: Any) -> View:
@@ -394,6 +401,34 @@ class View:
 
 
 # ------------------------------------------------------------------ indexing
+@dataclass(frozen=True, eq=False)
+class Dynamic:
+    """`tile_element + index_expression` in an index: an offset read at run time (NKI's dynamic
+    access, nisa.tensor_copy_dynamic_src / _dst) plus a static affine part."""
+
+    element: View
+    expr: Index
+
+
+def _dynamic_key(v: View, keys: list[Any]) -> View:
+    """An index with one run-time part (a tile element, or a Dynamic): the view at run-time offset 0,
+    remembering the element and the element step of its axis."""
+    found = [i for i, k in enumerate(keys) if isinstance(k, (View, Dynamic))]
+    if len(found) != 1:
+        raise AsmError("an index may hold one run-time value (a tile element); this one holds"
+                       f" {len(found)}")
+    axis = found[0]
+    k = keys[axis]
+    element = k if isinstance(k, View) else k.element
+    if v.on_chip and axis == 0:
+        raise AsmError("a run-time index moves a view along its free axes, not across partitions")
+    static = list(keys)
+    static[axis] = k.expr if isinstance(k, Dynamic) else 0
+    out = index_view(v, tuple(static))
+    out.dynamic = (element, v.dims[axis][0])
+    return out
+
+
 def _normalise(key: Any, ndim: int) -> list[Any]:
     keys = list(key) if isinstance(key, tuple) else [key]
     if any(k is Ellipsis for k in keys):
@@ -412,6 +447,8 @@ def index_view(v: View, key: Any) -> View:
         raise AsmError("a mask goes in mask=, not in the index")
     keys = _normalise(key, v.ndim)
     on_chip = v.on_chip
+    if any(isinstance(k, (View, Dynamic)) for k in keys):
+        return _dynamic_key(v, keys)
     if any(isinstance(k, Index) for k in keys):
         return _advanced(v, keys)
     partition, offset = v.partition, v.offset
