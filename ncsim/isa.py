@@ -6,9 +6,11 @@ the encoder and decoder, the disassembler, `ncsim isa` and docs/isa.md are all l
 The functions that execute an instruction and time it are attached by the engine modules
 (`execute` and `cost` slots), so that this file stays the single declaration.
 
-Operand order follows NKI with the destination first (as in the NKI ISA's explicit-`dst` form):
-required operands may be written by position, optional ones by keyword. Facts come from the NKI
-`nki.isa` reference (SDK 2.23) and docs/hardware.md#isa, #cost.
+Operand names, order and defaults follow `nki.isa`'s explicit-`dst` form of SDK 2.27 (NKI_FORMS below):
+the destination first, then the parameters in nki.isa's positional order; required operands may be
+written by position, optional ones by keyword. Where ncsim's default differs from NKI's, or the
+operand is ncsim's own, the operand's `nki` says so and docs/isa.md lists it. What an instruction
+computes follows the NeuronCore-v2 `nki.isa` reference of SDK 2.23 and docs/hardware.md#isa, #cost.
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ from ncsim.asm.fields import (
 )
 from ncsim.memory.access import Immediate, Memory
 
+# The reference for the operand forms and their defaults: the signatures of nki.isa in SDK 2.27.
+NKI_FORMS = ("aws-neuron-sdk v2.27.0, nki/api/nki/isa/__init__.py: the nki.isa API reference"
+             " (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/api/nki.isa.html)")
+
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
 ENGINE_NAMES = {
     "tensor": "Tensor engine (PE): 128x128 systolic array",
@@ -45,35 +51,47 @@ ENGINE_NAMES = {
 }
 
 # --------------------------------------------------------------------------- ALU operators (SHARED)
-# name, arity, class ("arith": computed in fp32; "bitvec": on the integer bits), reducible, summary
-ALU_OPS: tuple[tuple[str, int, str, bool, str], ...] = (
-    ("add", 2, "arith", True, "a + b"),
-    ("subtract", 2, "arith", True, "a - b"),
-    ("multiply", 2, "arith", True, "a * b"),
-    ("divide", 2, "arith", False, "a / b (IEEE: x/0 is inf or nan)"),
-    ("maximum", 2, "arith", True, "max(a, b); NaN if either is NaN"),
-    ("minimum", 2, "arith", True, "min(a, b); NaN if either is NaN"),
-    ("power", 2, "arith", False, "a ** b (GpSimd)"),
-    ("equal", 2, "arith", False, "1.0 if a == b else 0.0"),
-    ("not_equal", 2, "arith", False, "1.0 if a != b else 0.0"),
-    ("greater", 2, "arith", False, "1.0 if a > b else 0.0"),
-    ("greater_equal", 2, "arith", False, "1.0 if a >= b else 0.0"),
-    ("less", 2, "arith", False, "1.0 if a < b else 0.0"),
-    ("less_equal", 2, "arith", False, "1.0 if a <= b else 0.0"),
-    ("logical_and", 2, "arith", True, "1.0 if a != 0 and b != 0 else 0.0"),
-    ("logical_or", 2, "arith", True, "1.0 if a != 0 or b != 0 else 0.0"),
-    ("logical_xor", 2, "arith", True, "1.0 if (a != 0) != (b != 0) else 0.0"),
-    ("logical_not", 1, "arith", False, "1.0 if a == 0 else 0.0"),
-    ("abs", 1, "arith", False, "|a|"),
-    ("rsqrt", 1, "arith", False, "1 / sqrt(a)"),
-    ("reciprocal", 1, "arith", False, "1 / a"),
-    ("bitwise_and", 2, "bitvec", True, "a & b on the integer bits"),
-    ("bitwise_or", 2, "bitvec", True, "a | b on the integer bits"),
-    ("bitwise_xor", 2, "bitvec", True, "a ^ b on the integer bits"),
-    ("invert", 1, "bitvec", False, "~a on the integer bits"),
-    ("left_shift", 2, "bitvec", False, "a << b (logical)"),
-    ("right_shift", 2, "bitvec", False, "a >> b (logical)"),
+# name, arity, class ("arith": computed in fp32; "bitvec": on the integer bits), reducible, summary, and
+# the engines of NeuronCore-v2 that run it. The engines column is the table "Supported Math Operators
+# by NKI ISA" of `nki.api.shared` (aws-neuron-sdk general/nki/api/nki.api.shared.rst, SDK 2.23), with
+# its note applied to v2: "Add and Multiply are supported on Scalar Engine only from NeuronCore-v3.
+# 32-bit integer Add and Multiply are only supported on GpSIMD Engine." So on v2 Scalar runs none of
+# add/multiply (the pairs multiply-then-add, multiply, add that nki.isa.tensor_scalar lists for the
+# Scalar engine are trn2's, NeuronCore-v3). The table lists divide on no engine; ncsim runs it on
+# Vector, beside the other binary arithmetic operators. Instructions with an operator list of their own
+# in NKI (tensor_partition_reduce: add, maximum, bitwise_or, bitwise_and on GpSimd) follow that list.
+# Enforced by ncsim.asm.rules (rule "alu-engine", "int32-add-multiply"), at assembly and at run time.
+ALU_OPS: tuple[tuple[str, int, str, bool, str, tuple[str, ...]], ...] = (
+    ("add", 2, "arith", True, "a + b", ("vector", "gpsimd")),
+    ("subtract", 2, "arith", True, "a - b", ("vector",)),
+    ("multiply", 2, "arith", True, "a * b", ("vector", "gpsimd")),
+    ("divide", 2, "arith", False, "a / b (IEEE: x/0 is inf or nan)", ("vector",)),
+    ("maximum", 2, "arith", True, "max(a, b); NaN if either is NaN", ("vector",)),
+    ("minimum", 2, "arith", True, "min(a, b); NaN if either is NaN", ("vector",)),
+    ("power", 2, "arith", False, "a ** b", ("gpsimd",)),
+    ("equal", 2, "arith", False, "1.0 if a == b else 0.0", ("vector",)),
+    ("not_equal", 2, "arith", False, "1.0 if a != b else 0.0", ("vector",)),
+    ("greater", 2, "arith", False, "1.0 if a > b else 0.0", ("vector",)),
+    ("greater_equal", 2, "arith", False, "1.0 if a >= b else 0.0", ("vector",)),
+    ("less", 2, "arith", False, "1.0 if a < b else 0.0", ("vector",)),
+    ("less_equal", 2, "arith", False, "1.0 if a <= b else 0.0", ("vector",)),
+    ("logical_and", 2, "arith", True, "1.0 if a != 0 and b != 0 else 0.0", ("vector",)),
+    ("logical_or", 2, "arith", True, "1.0 if a != 0 or b != 0 else 0.0", ("vector",)),
+    ("logical_xor", 2, "arith", True, "1.0 if (a != 0) != (b != 0) else 0.0", ("vector",)),
+    ("logical_not", 1, "arith", False, "1.0 if a == 0 else 0.0", ("vector",)),
+    ("abs", 1, "arith", False, "|a|", ("vector", "scalar")),
+    ("rsqrt", 1, "arith", False, "1 / sqrt(a)", ("gpsimd", "scalar")),
+    ("reciprocal", 1, "arith", False, "1 / a", ("vector", "scalar")),
+    ("bitwise_and", 2, "bitvec", True, "a & b on the integer bits", ("vector",)),
+    ("bitwise_or", 2, "bitvec", True, "a | b on the integer bits", ("vector",)),
+    ("bitwise_xor", 2, "bitvec", True, "a ^ b on the integer bits", ("vector",)),
+    ("invert", 1, "bitvec", False, "~a on the integer bits", ("vector",)),
+    ("left_shift", 2, "bitvec", False, "a << b (logical)", ("vector",)),
+    ("right_shift", 2, "bitvec", False, "a >> b (logical)", ("vector",)),
 )
+# The note's second sentence: on 32-bit integer tiles these run only on GpSimd, which computes them modulo
+# 2**32 (Vector would take the integers through fp32 and round those above 2**24).
+INT32_GPSIMD_OPS = ("add", "multiply")
 ALU_ALIASES = {"max": "maximum", "min": "minimum", "pow": "power", "sub": "subtract", "mul": "multiply",
                "div": "divide", "amax": "maximum", "amin": "minimum"}
 
@@ -112,6 +130,11 @@ ACT_FUNC = EnumKind(table="activation functions", choices=tuple(f[0] for f in AC
 REDUCE_CMD = EnumKind(table="accumulator commands", choices=("idle", "reset", "reduce", "reset_reduce"))
 CMP_OP = EnumKind(table="comparisons", choices=("equal", "not_equal", "greater", "greater_equal", "less",
                                                 "less_equal"))
+# nc_matmul's PE tiling (nki.isa.nc_matmul): (start_row, start_column) and (row_size, column_size), both or neither.
+PE_PAIR = IntListKind(max_len=2, lo=0, hi=128, min_len=0, what="PE rows and columns")
+PERF_MODE = EnumKind(table="matmul performance modes", choices=("none", "double_row"))
+DGE_MODE = EnumKind(table="DMA descriptor generation modes", choices=("unknown", "none", "swdge", "hwdge"))
+OOB_MODE = EnumKind(table="out-of-bounds modes", choices=("error", "skip"))
 
 SBUF_PSUM = (Memory.SBUF, Memory.PSUM)
 TILE = APKind(memories=SBUF_PSUM)
@@ -135,6 +158,9 @@ class Operand:
     doc: str
     default: Any = REQUIRED
     role: str = ""  # for access patterns: "in" (read), "out" (written) or "inout" (read and written)
+    # NKI's default for an optional operand, in words, where it is not ncsim's (None: nki.isa of SDK
+    # 2.27 has this parameter with this very default). docs/isa.md lists both (`isadoc.defaults_rows`).
+    nki: str | None = None
 
     @property
     def required(self) -> bool:
@@ -149,8 +175,8 @@ def src(name: str, doc: str, kind: Kind = TILE, default: Any = REQUIRED) -> Oper
     return Operand(name, kind, doc, default=default, role="in")
 
 
-def opt(name: str, kind: Kind, default: Any, doc: str) -> Operand:
-    return Operand(name, kind, doc, default=default, role="in" if isinstance(kind, APKind) else "")
+def opt(name: str, kind: Kind, default: Any, doc: str, nki: str | None = None) -> Operand:
+    return Operand(name, kind, doc, default=default, role="in" if isinstance(kind, APKind) else "", nki=nki)
 
 
 @dataclass(frozen=True)
@@ -206,14 +232,31 @@ TABLE: tuple[InstrSpec, ...] = (
             dst("PSUM tile [M, N], fp32", kind=PSUM_TILE),
             src("stationary", "[K, M] in SBUF: K partitions (contraction, <= 128), M <= 128", SBUF_TILE),
             src("moving", "[K, N] in SBUF: N <= 512", SBUF_TILE),
-            opt("accumulate", BoolKind(), False, "add onto the PSUM tile instead of overwriting it"),
+            opt("is_stationary_onezero", BoolKind(), False, "v2 accepts it: a hint that stationary holds only ones"
+                " and zeros (NKI: may make an fp32 matmul up to 2x faster); ncsim computes and times it the same"),
+            opt("is_moving_onezero", BoolKind(), False, "v2 accepts it: the same hint for moving; no effect in ncsim"),
+            opt("is_transpose", BoolKind(), False, "v2 accepts it: marks the matmul as a transpose for the profiler"
+                " (NKI: v2 has no transpose mode; bit-exact transpose is v3 and later); no effect on values or time"),
+            opt("accumulate", BoolKind(), False, "add onto the PSUM tile instead of overwriting it",
+                nki="absent from 2.27's signature (its text speaks of psum_accumulate_flag); 2.29 adds"
+                    " accumulate=None: the first write to a PSUM place overwrites, later ones accumulate"),
+            opt("tile_position", PE_PAIR, (), "v2 accepts it: [start_row, start_column] of the PE tile the matmul"
+                " uses; each a multiple of the tile's size; given with tile_size or not at all"),
+            opt("tile_size", PE_PAIR, (), "v2 accepts 64 or 128 rows and columns: [row_size, column_size] of the PE"
+                " tile; stationary must fit (K <= row_size, M <= column_size); 32 is v3 and later, refused"),
+            opt("perf_mode", PERF_MODE, "none", "v2 accepts only none; double_row (FP8 double throughput) is v3 and"
+                " later, refused"),
         ),
         "dst[M,N] (+)= stationary^T @ moving on the 128x128 systolic array",
         "dst[m, n] = sum over k = 0..K-1, in that order, of stationary[k, m] * moving[k, n]: acc starts at +0.0"
         " (with accumulate=true at the PSUM value), then acc = acc + s * m for each k, the product and the sum each"
         " one fp32 operation (never fused); a NaN result is the canonical NaN 0x7FC00000. Free axes are flattened."
-        " accumulate=true needs every dst byte to hold a matmul's result (no other instruction wrote it since),"
-        " else it is an error. Inputs fp8/bf16/fp16/tf32/fp32 (fp32 and tf32 only with each other); dst is fp32 in"
+        " accumulate=true adds onto whatever dst holds, in fp32: a matmul's partial sums, or the zeros a memset"
+        " wrote (NKI's nl.zeros in PSUM, then acc += matmul); PSUM nothing wrote reads as its sentinel, with the"
+        " unwritten-read warning. PE tiling (tile_position and tile_size, NKI: 2x64 rows or columns on v2, 4x32 from"
+        " v3) only checks that stationary fits its tile: ncsim computes the same values and does not overlap"
+        " matmuls on different tiles in time. Inputs fp8/bf16/fp16/tf32/fp32 (fp32 and tf32 only with each"
+        " other); dst is fp32 in"
         " PSUM, inside one bank.",
         "max(min(64, M), N) Tensor cycles, x4 when the operands are fp32; the stationary load runs in the"
         " background and overlaps the previous matmul",
@@ -236,18 +279,21 @@ TABLE: tuple[InstrSpec, ...] = (
         "activation", 0x10, ("scalar",),
         (
             dst(),
-            src("data", "input tile"),
             Operand("op", ACT_FUNC, "the activation function"),
+            src("data", "input tile"),
             opt("bias", OPT_TILE, None, "[P, 1] column added before the function (v2: a vector, not a scalar)"),
             opt("scale", TILE_OR_CONST, ONE, "constant or [P, 1] column multiplying the input"),
-            opt("reduce_cmd", REDUCE_CMD, "idle", "what to do with the 128 fp32 accumulator registers"),
+            opt("reduce_op", ALU_OPTIONAL, None, "the reduction of the accumulators: add, the only one on v2"
+                " (none: add)"),
             Operand("reduce_res", OPT_TILE, "[P, 1] tile that receives the accumulators", default=None, role="out"),
+            opt("reduce_cmd", REDUCE_CMD, "idle", "what to do with the 128 fp32 accumulator registers"),
         ),
         "dst = op(data * scale + bias), optionally add-reducing into accumulators",
         "out = op(data * scale + bias) per element: one fp32 multiply, one fp32 add (none without bias), op in"
         " float64 by the formula of ACTIVATION_FUNCS rounded once to fp32 (rules at ±inf, NaN and outside the"
         " domain: ncsim/engines/scalar.py). scale: a constant or an f32 [P, 1] column; bias: an f32/f16/bf16 [P, 1]"
-        " column (NKI v2). Each lane (partition) has one fp32 accumulator, NaN until first reset. reduce_cmd: reset"
+        " column (NKI v2). Each lane (partition) has one fp32 accumulator, NaN until first reset. reduce_op is add"
+        " (NKI: the only reduction of activation; none means add, another operator is refused). reduce_cmd: reset"
         " sets the instruction's lanes to +0; reduce adds out[p, 0], out[p, 1], ... one at a time, in fp32, onto"
         " them (the fp32 results, before narrowing); reset_reduce does both; idle neither. reduce_res, when given,"
         " then receives the lanes' accumulators.",
@@ -257,8 +303,9 @@ TABLE: tuple[InstrSpec, ...] = (
         "activation_reduce", 0x11, ("scalar",),
         (
             dst(),
-            src("data", "input tile"),
             Operand("op", ACT_FUNC, "the activation function"),
+            src("data", "input tile"),
+            Operand("reduce_op", ALU, "the reduction: add (NKI: the only one on v2)"),
             Operand("reduce_res", TILE, "[P, 1] tile receiving the row sums", role="out"),
             opt("bias", OPT_TILE, None, "[P, 1] column added before the function"),
             opt("scale", TILE_OR_CONST, ONE, "constant or [P, 1] column multiplying the input"),
@@ -276,7 +323,9 @@ TABLE: tuple[InstrSpec, ...] = (
          Operand("op", ALU, "binary ALU operator")),
         "elementwise dst = data1 op data2",
         "out = data1 op data2 elementwise; arithmetic ops in fp32, bitvec ops on the integer bits. The inputs"
-        " may not both be in PSUM. GpSimd runs power and 32-bit integer add/subtract/multiply, and cannot reach PSUM.",
+        " may not both be in PSUM. The engine must run op (ALU operators table: GpSimd runs add, multiply and power);"
+        " add and multiply of 32-bit integer tiles (dst, data1, data2 all i32/u32) run only on GpSimd, on the"
+        " integers modulo 2**32 (rule int32-add-multiply). GpSimd cannot reach PSUM.",
         "max(MIN_II, N) if one input is in PSUM and the other in SBUF, or all bf16 add/subtract/multiply with"
         " unit stride; else max(MIN_II, 2N)",
     ),
@@ -298,7 +347,10 @@ TABLE: tuple[InstrSpec, ...] = (
         " op1 and operand1 come together; op0 and op1 are both arithmetic or both bitvec (NKI). Bitvec ops: Vector"
         " only, data, dst and column operands of integer dtypes, constants integers, on the 32-bit patterns of"
         " alu.to_bits. A unary op (abs, invert, ...) applies to the data side and ignores its operand and reverse."
-        " Scalar runs only multiply then add, multiply alone, add alone (NKI for v2); GpSimd runs rsqrt.",
+        " Each op runs on the engine only if the ALU operators table says so (v2: Scalar runs abs, rsqrt and"
+        " reciprocal, not add or multiply, which are NeuronCore-v3's; GpSimd runs add, multiply, power, rsqrt). On"
+        " GpSimd, add and multiply with dst and data 32-bit integers are integer operations modulo 2**32, taking"
+        " integer constants or i32/u32 columns (rule int32-add-multiply); on Vector they are refused.",
         "max(MIN_II, N) cycles",
     ),
     InstrSpec(
@@ -341,17 +393,21 @@ TABLE: tuple[InstrSpec, ...] = (
         "tensor_reduce", 0x24, ("vector",),
         (
             dst("[P, ...] tile of the kept axes"),
-            src("data", "input tile"),
             Operand("op", ALU, "reducible operator: add, subtract, multiply, maximum, minimum, logical/bitwise and/or/xor"),
-            opt("axis", IntListKind(max_len=4, lo=1, hi=4, min_len=1, what="free axes"), (1,),
-                "free axes to reduce, numbered from 1 after the partition axis; the last ones, ending at the innermost"),
+            src("data", "input tile"),
+            Operand("axis", IntListKind(max_len=4, lo=1, hi=4, min_len=1, what="free axes"),
+                    "free axes to reduce (a number or a list), numbered from 1 after the partition axis; the last"
+                    " ones, ending at the innermost"),
             opt("negate", BoolKind(), False, "negate the result"),
+            opt("keepdims", BoolKind(), False, "dst keeps the reduced axes with size 1"),
         ),
         "reduce along free axes",
         "out[p, kept...] = ((x0 op x1) op x2) ... over the elements x0, x1, ... of the reduced axes in row-major"
         " order (a fold from the first element: subtract gives x0 - x1 - x2 ...), in fp32; bitvec ops on the bits"
         " of integer tiles. The axes are distinct and the last ones, ending at the innermost (NKI); dst has P"
-        " partitions and as many elements per partition as the kept axes hold (1 when all are reduced). negate"
+        " partitions and as many elements per partition as the kept axes hold (1 when all are reduced); with"
+        " keepdims=true dst's shape is data's with each reduced axis of size 1 (NKI: [P, A, B] over axis [2] gives"
+        " [P, A, 1]), the values the same. negate"
         " (arithmetic ops only, NKI) multiplies the result by -1.0 in fp32.",
         "N/2 Vector cycles for bf16 add or maximum; else N",
     ),
@@ -401,7 +457,9 @@ TABLE: tuple[InstrSpec, ...] = (
         (
             dst(),
             src("src", "source pattern whose start moves by the dynamic offset"),
-            src("index", "one int32 element in SBUF holding the offset, in elements of src", SBUF_TILE),
+            Operand("index", SBUF_TILE, "one int32 element in SBUF holding the offset, in elements of src",
+                    role="in", nki="not a parameter in NKI 2.27, whose src access pattern carries the dynamic"
+                                   " offset"),
         ),
         "copy from a source at a run-time offset",
         "k = the int32 in index (read at run time); out = the elements of src's pattern with its start moved by k"
@@ -415,7 +473,9 @@ TABLE: tuple[InstrSpec, ...] = (
         (
             dst("destination pattern whose start moves by the dynamic offset"),
             src("src", "input tile"),
-            src("index", "one int32 element in SBUF holding the offset, in elements of dst", SBUF_TILE),
+            Operand("index", SBUF_TILE, "one int32 element in SBUF holding the offset, in elements of dst",
+                    role="in", nki="not a parameter in NKI 2.27, whose dst access pattern carries the dynamic"
+                                   " offset"),
         ),
         "copy to a destination at a run-time offset",
         "k = the int32 in index (read at run time); the elements of dst's pattern with its start moved by k"
@@ -502,7 +562,8 @@ TABLE: tuple[InstrSpec, ...] = (
             dst(),
             src("data", "input tile"),
             src("prob", "drop probability: constant or [P, 1] column", TILE_OR_CONST),
-            opt("seed", IntKind(lo=0, hi=2**32 - 1), 0, "seed of ncsim's counter-based random stream"),
+            opt("seed", IntKind(lo=0, hi=2**32 - 1), 0, "seed of ncsim's counter-based random stream",
+                nki="not in NKI (ncsim's: the hardware's random state is not modelled)"),
         ),
         "zero each element with probability prob",
         "out[p, i] = 0 where u(seed, p, i) < prob[p] (in fp32) else data[p, i] (bit-exact when the dtypes match, else"
@@ -534,7 +595,7 @@ TABLE: tuple[InstrSpec, ...] = (
         (
             dst("SBUF tile", kind=SBUF_TILE),
             Operand("pattern", PatternKind(), "[[step, count], ...]: the affine pattern over dst's free axes"),
-            opt("offset", IntKind(), 0, "constant term"),
+            Operand("offset", IntKind(), "constant term"),
             opt("channel_multiplier", IntKind(), 0, "multiplier of the partition index"),
         ),
         "fill a tile with an affine function of the indices",
@@ -549,24 +610,25 @@ TABLE: tuple[InstrSpec, ...] = (
         "affine_select", 0x41, ("gpsimd",),
         (
             dst("SBUF tile", kind=SBUF_TILE),
-            src("on_true", "SBUF tile selected where the predicate holds", SBUF_TILE),
             Operand("pattern", PatternKind(), "[[step, count], ...] of the affine value over the free axes"),
+            Operand("offset", IntKind(), "constant term of the affine value"),
+            Operand("channel_multiplier", IntKind(), "multiplier of the partition index"),
+            src("on_true_tile", "SBUF tile selected where the predicate holds", SBUF_TILE),
             Operand("on_false_value", FloatKind(), "fp32 value where the predicate fails"),
-            opt("offset", IntKind(), 0, "constant term of the affine value"),
-            opt("channel_multiplier", IntKind(), 0, "multiplier of the partition index"),
-            opt("cmp_op", CMP_OP, "greater", "comparison of the affine value with 0"),
+            opt("cmp_op", CMP_OP, "equal", "comparison of the affine value with 0"),
         ),
         "select on an affine predicate of the indices (masks, triangles)",
-        "v = offset + channel_multiplier * p + sum_k step_k * i_k, as in iota; dst = on_true where cmp_op(v, 0)"
-        " else on_false_value. on_true and dst have the same partitions and elements per partition; on_true's bits"
+        "v = offset + channel_multiplier * p + sum_k step_k * i_k, as in iota; dst = on_true_tile where cmp_op(v, 0)"
+        " else on_false_value (cmp_op equal when not given, as in NKI). on_true_tile and dst have the same"
+        " partitions and elements per partition; on_true_tile's bits"
         " are copied when the dtypes match, else converted through fp32 (NKI); on_false_value is narrowed to dst's"
         " dtype.",
         "150 + N GpSimd cycles",
     ),
     InstrSpec(
         "tensor_partition_reduce", 0x42, ("gpsimd",),
-        (dst("[1, ...] SBUF tile", kind=SBUF_TILE), src("data", "SBUF input tile", SBUF_TILE),
-         Operand("op", ALU, "add, maximum, bitwise_or or bitwise_and")),
+        (dst("[1, ...] SBUF tile", kind=SBUF_TILE), Operand("op", ALU, "add, maximum, bitwise_or or bitwise_and"),
+         src("data", "SBUF input tile", SBUF_TILE)),
         "reduce across partitions",
         "out[0, i] = ((data[0, i] op data[1, i]) op data[2, i]) ... over partitions 0..P-1 in order, in fp32"
         " (bitvec ops on the 32-bit patterns of alu.to_bits); dst is one partition with data's elements per"
@@ -577,19 +639,20 @@ TABLE: tuple[InstrSpec, ...] = (
         "local_gather", 0x43, ("gpsimd",),
         (
             dst("SBUF tile", kind=SBUF_TILE),
-            src("src", "SBUF source, partitions a multiple of 16", SBUF_TILE),
+            src("src_buffer", "SBUF source, partitions a multiple of 16", SBUF_TILE),
             src("index", "uint16 SBUF indices, flattened partition-first within each core's 16 partitions",
                 SBUF_TILE),
             opt("num_elem_per_idx", IntKind(lo=1, hi=32), 1, "contiguous elements per index: 1, 2, 4, 8, 16 or 32"),
-            opt("num_valid_indices", IntKind(lo=0, hi=4096), 0, "indices used per core (0: all)"),
+            opt("num_valid_indices", IntKind(lo=1, hi=4096, optional=True), None, "indices used per core (none: all"
+                " of the core's 16 partitions of index)"),
         ),
         "gather within each GpSimd core's 16 partitions",
-        "NKI's definition: src, index and dst cover the same partitions, whole 16-partition GpSimd cores. Core c's"
-        " indices, partition first: idx[j] = index[16c + j % 16, j // 16] (free axes flattened), the first V ="
-        " num_valid_indices (0: all) of them. Each partition q of the core: dst[q, j*E + e] = src[q, idx[j] + e] for"
-        " j < V, e < E = num_elem_per_idx, over the flattened free axes (every partition gathers from its own row"
-        " with the core's indices). index is u16; dst has src's dtype (bits copied); idx[j] + E past src's"
-        " elements per partition is an error.",
+        "NKI's definition: src_buffer, index and dst cover the same partitions, whole 16-partition GpSimd cores."
+        " Core c's indices, partition first: idx[j] = index[16c + j % 16, j // 16] (free axes flattened), the first"
+        " V = num_valid_indices (none: all) of them. Each partition q of the core: dst[q, j*E + e] ="
+        " src_buffer[q, idx[j] + e] for j < V, e < E = num_elem_per_idx, over the flattened free axes (every"
+        " partition gathers from its own row with the core's indices). index is u16; dst has src_buffer's dtype"
+        " (bits copied); idx[j] + E past src_buffer's elements per partition is an error.",
         "150 + num_valid_indices * num_elem_per_idx / C GpSimd cycles (C from the NKI reference)",
     ),
     # ------------------------------------------------------------------ DMA
@@ -598,14 +661,20 @@ TABLE: tuple[InstrSpec, ...] = (
         (
             Operand("dst", DMA_AP, "destination in HBM or SBUF", role="out"),
             src("src", "source in HBM or SBUF, the same number of elements", DMA_AP),
-            opt("accumulate", BoolKind(), False, "add into dst (through fp32) instead of overwriting"),
+            opt("dst_rmw_op", ALU_OPTIONAL, None, "read-modify-write: add (the only one, NKI) adds src onto dst"
+                " through fp32; none overwrites"),
+            opt("oob_mode", OOB_MODE, "error", "NKI's handling of out-of-bounds dynamic addresses: ncsim's DMA"
+                " addresses are static and checked at assembly, so it changes nothing"),
+            opt("dge_mode", DGE_MODE, "unknown", "who generates the DMA descriptors: unknown, none or swdge (no"
+                " effect on ncsim's values or time); hwdge is v3 and later (NKI), refused"),
             opt("queue", IntKind(lo=0, hi=15), 0, "DMA queue 0..15: the transfer is split over the DMA engines"
                 " (8 partitions each for 128), and each engine runs it on its queue of this number, in order."
-                " Not given, under .sync auto: the assembler's, one queue per issuing engine and direction"),
+                " Not given, under .sync auto: the assembler's, one queue per issuing engine and direction",
+                nki="not in NKI (ncsim's: the queue is otherwise the compiler's choice)"),
         ),
         "copy between HBM and SBUF on a DMA queue",
         "dst = src element by element in iteration order, converting the dtype through fp32 when they differ;"
-        " with accumulate, dst = dst + src in fp32. Issued by `engine`: its waits stall that engine until met,"
+        " with dst_rmw_op=add, dst = dst + src in fp32. Issued by `engine`: its waits stall that engine until met,"
         " then the transfer runs on DMA queue `queue` while the engine goes on. In HBM the outermost"
         " dimension plays the partition dimension's role, and a step of 0 repeats data (broadcast).",
         "~1300 ns latency + bytes / (17 B/ns per DMA engine at the efficiency of its chunk size), capped by HBM",
@@ -645,12 +714,12 @@ LOCKSTEP: dict[str, tuple[str, ...]] = {
     "reciprocal": ("dst", "data"),
     "nc_match_replace8": ("dst", "data"),
     "dropout": ("dst", "data"),
-    "affine_select": ("dst", "on_true"),
+    "affine_select": ("dst", "on_true_tile"),
 }
 
 BY_MNEMONIC: dict[str, InstrSpec] = {row.mnemonic: row for row in TABLE}
 BY_OPCODE: dict[int, InstrSpec] = {row.opcode: row for row in TABLE}
 
 
-def alu_info(name: str) -> tuple[str, int, str, bool, str]:
+def alu_info(name: str) -> tuple[str, int, str, bool, str, tuple[str, ...]]:
     return next(o for o in ALU_OPS if o[0] == name)

@@ -16,6 +16,25 @@ _ACTIVATION_NAN = ("A NaN an activation produces (from a NaN operand, 0 * inf in
                    " like every ALU result.")
 
 
+ALU_ENGINES_NOTE = (
+    "Engines: the NeuronCore-v2 engines that run the operator, from the table of ALU operators and engines in"
+    " `nki.api.shared` (SDK 2.23) and its note that add and multiply run on the Scalar engine only from"
+    " NeuronCore-v3, and 32-bit integer add and multiply only on GpSimd (rules `alu-engine` and"
+    " `int32-add-multiply`: an instruction whose destination and data tiles are all i32/u32 adds or multiplies"
+    " on GpSimd, modulo 2**32, with integer constants or i32/u32 columns). Bitwise operators need integer tiles"
+    " and integer constants (rule `bitwise-integers`). `divide` is in no engine's column of that table; ncsim"
+    " runs it on Vector. tensor_partition_reduce has its own list (add, maximum, bitwise_or, bitwise_and on"
+    " GpSimd), and the Scalar engine's activation functions are a table of their own.")
+
+
+def alu_table() -> str:
+    """The ALU operators and the v2 engines that run them, for `ncsim isa`."""
+    lines = ["ALU operators (engines of NeuronCore-v2)"]
+    for name, arity, cls, red, _doc, engines in isa.ALU_OPS:
+        lines.append(f"  {name:<15} {cls:<7} {'reducible' if red else '':<10} {', '.join(engines)}")
+    return "\n".join(lines) + "\n" + ALU_ENGINES_NOTE
+
+
 def engines_of(spec: isa.InstrSpec) -> str:
     return ", ".join(spec.engines) if len(spec.engines) > 1 else spec.engines[0]
 
@@ -32,6 +51,7 @@ def summary_by_engine() -> str:
             also = f"  [also {', '.join(r.engines[1:])}]" if len(r.engines) > 1 else ""
             lines.append(f"  {r.mnemonic:<24} {r.summary}{also}")
         lines.append("")
+    lines += [alu_table(), ""]
     lines.append("`ncsim isa NAME` shows one instruction: syntax, operands, semantics, cost and encoding.")
     return "\n".join(lines)
 
@@ -41,6 +61,19 @@ def operand_rows(spec: isa.InstrSpec) -> list[tuple[str, str, str, str]]:
     for o in spec.all_operands:
         default = "required" if o.required else o.kind.format(o.default)
         rows.append((o.name, o.kind.describe(), default, o.doc))
+    return rows
+
+
+def defaults_rows() -> list[tuple[str, str, str, str]]:
+    """(instruction, operand, ncsim's default, NKI's) for every optional operand of the table and every
+    operand that nki.isa (SDK 2.27) does not have: the defaults table of docs/isa.md."""
+    rows = []
+    for spec in isa.TABLE:
+        for o in spec.operands:
+            if o.required and o.nki is None:
+                continue
+            ours = "required" if o.required else o.kind.format(o.default)
+            rows.append((spec.mnemonic, o.name, ours, "the same" if o.nki is None else o.nki))
     return rows
 
 
@@ -81,6 +114,9 @@ def markdown() -> str:
         "# NeuronCore-v2 instruction set (ncsim)",
         "",
         "Every instruction that ncsim assembles and simulates, from the one table in `ncsim/isa.py`.",
+        "Operand names, their order and their defaults are those of `nki.isa`'s explicit-`dst` form in SDK",
+        "2.27 (`dst` first, then nki.isa's parameters in its order; [defaults](#defaults-against-nki) lists",
+        "where ncsim differs), so an `nki.isa` call transcribes operand for operand.",
         "Required operands may be written by position (in the order shown), the others by keyword.",
         "Every instruction also takes `wait=[sN>=v, ...]` and `signal=[sN+=v, ...]` (semaphores), and",
         "instructions that run on more than one engine take `engine=`.",
@@ -109,14 +145,26 @@ def markdown() -> str:
         rows = [r for r in isa.TABLE if r.engines[0] == engine]
         if rows:
             out.append(f"- {isa.ENGINE_NAMES[engine]}: " + ", ".join(f"[{r.mnemonic}](#{r.mnemonic})" for r in rows))
-    out += ["", "## ALU operators", "", "| operator | operands | class | reduction | meaning |", "|---|---|---|---|---|"]
-    for name, arity, cls, red, doc in isa.ALU_OPS:
-        out.append(f"| `{name}` | {arity} | {cls} | {'yes' if red else 'no'} | {_md_escape(doc)} |")
+    out += ["", "## ALU operators", "", "| operator | operands | class | reduction | engines (v2) | meaning |",
+            "|---|---|---|---|---|---|"]
+    for name, arity, cls, red, doc, engines in isa.ALU_OPS:
+        out.append(f"| `{name}` | {arity} | {cls} | {'yes' if red else 'no'} | {', '.join(engines)} | {_md_escape(doc)} |")
+    out += ["", ALU_ENGINES_NOTE]
     out += ["", "Also accepted: " + ", ".join(f"`{a}` for `{b}`" for a, b in isa.ALU_ALIASES.items()) + ".", ""]
     out += [_CANONICAL_NAN, ""]
     out += ["## Activation functions", "", "| function | value (float64, rounded once to fp32) |", "|---|---|"]
     out += [f"| `{name}` | {_md_escape(doc)} |" for name, doc in isa.ACTIVATION_FUNCS]
     out += ["", _ACTIVATION_NAN]
+    out += ["", "## Defaults against NKI", "",
+            "Every optional operand with ncsim's default and NKI's, and the operands NKI does not have.",
+            f"Reference: {isa.NKI_FORMS}.",
+            "\"the same\" means nki.isa of SDK 2.27 has the parameter with this default (NKI writes `None`",
+            "where ncsim writes `none`, a tuple `()` where ncsim writes `[]`, `nl.equal` and `nl.add` where",
+            "ncsim writes `equal` and `add`). NKI's `engine` parameter",
+            "defaults to `engine.unknown` (the compiler picks); ncsim's `engine=` defaults to the first engine",
+            "listed for the instruction.",
+            "", "| instruction | operand | ncsim | NKI (SDK 2.27) |", "|---|---|---|---|"]
+    out += [f"| [{m}](#{m}) | `{n}` | `{d}` | {_md_escape(k)} |" for m, n, d, k in defaults_rows()]
     for spec in isa.TABLE:
         out += ["", f"## {spec.mnemonic}", "", spec.summary + ".", "", "```", spec.syntax(), "```", ""]
         out.append(f"Engine: {engines_of(spec)}. Opcode: `0x{spec.opcode:02x}`.")

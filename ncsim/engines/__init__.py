@@ -2,6 +2,9 @@
 to the rows of the instruction table it runs (`isa.InstrSpec.slots`).
 
 - `execute(ctx)` runs one instruction on the simulated machine (`ncsim.engines.context.Context`).
+  Before it runs, the instruction's rules (`ncsim.asm.rules.first_problem`, the functions the
+  assembler checks) are checked again, so an object made elsewhere gets the assembler's error, not
+  a crash; the execute functions check only what the run alone can know (values read from memory).
 - `reference(instr, inputs, state) -> outputs` computes the same from plain arrays, written as
   directly from the definition as possible (explicit loops where order matters): `inputs` maps
   each tile operand the instruction reads (and each in-place destination) to its stored values,
@@ -22,8 +25,21 @@ _LOADED = False
 
 
 def semantics(*mnemonics: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: `fn(ctx)` executes the named instructions."""
-    return _slot("execute", mnemonics)
+    """Decorator: `fn(ctx)` executes the named instructions, once they keep the rules of ncsim.asm.rules."""
+    from ncsim.asm.rules import first_problem
+
+    def ruled(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def execute(ctx: Any) -> Any:
+            problem = first_problem(ctx.instr, ctx.config)
+            if problem:
+                raise ctx.fail(problem)
+            return fn(ctx)
+
+        execute.__name__, execute.__doc__, execute.__wrapped__ = fn.__name__, fn.__doc__, fn  # type: ignore[attr-defined]
+        _slot("execute", mnemonics)(execute)
+        return fn
+
+    return ruled
 
 
 def reference(*mnemonics: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

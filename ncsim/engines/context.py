@@ -10,13 +10,12 @@ placed at the instruction.
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ncsim import dtypes, numerics
-from ncsim.asm.rules import lockstep
+from ncsim.asm.rules import column_problem, lockstep
 from ncsim.engines import alu
 from ncsim.errors import SimError
 from ncsim.memory.access import AccessPattern, Immediate
@@ -89,11 +88,10 @@ class Context:
         return self.read_raw_view(name).reshape(ap.partitions, ap.free_elements)
 
     def read_bits(self, name_or_ap: str | AccessPattern | Immediate) -> np.ndarray:
-        """32-bit patterns for a bitwise operator (see alu.to_bits); an immediate must be an integer."""
+        """32-bit patterns for a bitwise operator (see alu.to_bits); an immediate is an integer (rule
+        bitwise-integers)."""
         v = self.instr.operands[name_or_ap] if isinstance(name_or_ap, str) else name_or_ap
         if isinstance(v, Immediate):
-            if not math.isfinite(v.value) or float(v.value) != int(v.value):
-                raise self.fail(f"bitwise operators take integer constants, not {v.value}")
             return np.asarray(int(v.value) & 0xFFFFFFFF, np.uint32)
         ap = self.ap(v)
         return alu.to_bits(self.read_raw(name_or_ap if isinstance(name_or_ap, str) else ap), ap.dtype)
@@ -109,9 +107,9 @@ class Context:
         return self.read(name).reshape(partitions, 1)
 
     def check_column(self, name: str, ap: AccessPattern, partitions: int) -> None:
-        if ap.partitions != partitions or ap.free_elements != 1:
-            raise self.fail(f"operand '{name}' must be a [{partitions}, 1] column (one value per partition),"
-                            f" not {list(ap.shape)}")
+        problem = column_problem(name, ap, partitions)  # the rule the assembler checks (rule column)
+        if problem:
+            raise self.fail(problem)
 
     # ------------------------------------------------------------------ writes
     def write_raw(self, name_or_ap: str | AccessPattern, raw: np.ndarray) -> None:

@@ -15,23 +15,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ncsim import isa
+from ncsim.asm.rules import GATHER_WIDTHS, PARTITION_REDUCE_OPS, gather_plan  # noqa: F401 - tests use them
 from ncsim.config import Config
 from ncsim.engines import alu, refalu, reference, semantics
 from ncsim.engines.context import Context
-from ncsim.memory.access import AccessPattern, Memory
 from ncsim.numerics import from_f32, to_f32
 
-PARTITION_REDUCE_OPS = ("add", "maximum", "bitwise_or", "bitwise_and")  # NKI tensor_partition_reduce
-GATHER_WIDTHS = (1, 2, 4, 8, 16, 32)  # NKI local_gather: num_elem_per_idx
 CMP = {"equal": np.equal, "not_equal": np.not_equal, "greater": np.greater, "greater_equal": np.greater_equal,
        "less": np.less, "less_equal": np.less_equal}
-
-
-def _sbuf_only(ctx: Context) -> None:
-    for name, v in ctx.instr.operands.items():
-        if isinstance(v, AccessPattern) and v.memory != Memory.SBUF:
-            raise ctx.fail(f"operand '{name}' is in {v.memory.label}; the GpSimd engine reaches only sbuf")
 
 
 def _wrap32(v: np.ndarray | int) -> np.ndarray | int:
@@ -41,12 +32,7 @@ def _wrap32(v: np.ndarray | int) -> np.ndarray | int:
 
 def _affine(ctx: Context, p: int, f: int) -> np.ndarray:
     """The int32 affine values [p, f] of iota / affine_select (module docstring)."""
-    dims = ctx["pattern"]
-    counts = [c for _, c in dims]
-    total = int(np.prod(counts, dtype=object))
-    if total != f:
-        raise ctx.fail(f"the pattern {[list(d) for d in dims]} gives {total} values per partition ("
-                       f"{' x '.join(map(str, counts))}) but 'dst' has {f} elements per partition")
+    dims = ctx["pattern"]  # rule affine-pattern: its counts multiply to f
     v = np.zeros((), np.int64)
     for step, count in dims:
         v = v[..., None] + _wrap32(np.arange(count, dtype=np.int64) * step)  # each term wrapped: no int64 overflow
@@ -68,8 +54,7 @@ def _int32_to(values: np.ndarray, dtype) -> np.ndarray:
 
 @semantics("iota")
 def iota(ctx: Context) -> None:
-    # iota dst_sbuf, [[step, count], ...], offset=0, channel_multiplier=0
-    _sbuf_only(ctx)
+    # iota dst_sbuf, [[step, count], ...], offset, channel_multiplier=0
     dst = ctx.ap("dst")
     values = _affine(ctx, dst.partitions, dst.free_elements)
     ctx.write_raw("dst", _int32_to(values, dst.dtype))
@@ -110,23 +95,22 @@ def iota_ref(instr, inputs, state):
 
 @semantics("affine_select")
 def affine_select(ctx: Context) -> None:
-    # affine_select dst_sbuf, on_true_sbuf, [[step, count], ...], on_false_value, offset=0,
-    #               channel_multiplier=0, cmp_op=greater
-    _sbuf_only(ctx)
-    p, f = ctx.rows("dst", "on_true")
-    dst, on_true = ctx.ap("dst"), ctx.ap("on_true")
+    # affine_select dst_sbuf, [[step, count], ...], offset, channel_multiplier, on_true_tile_sbuf,
+    #               on_false_value, cmp_op=equal
+    p, f = ctx.rows("dst", "on_true_tile")
+    dst, on_true = ctx.ap("dst"), ctx.ap("on_true_tile")
     keep = CMP[ctx["cmp_op"]](_affine(ctx, p, f), 0)
     false_value = from_f32(np.full((p, f), ctx["on_false_value"], np.float32), dst.dtype)
-    raw = ctx.read_raw("on_true").reshape(p, f)
+    raw = ctx.read_raw("on_true_tile").reshape(p, f)
     true_value = raw if on_true.dtype == dst.dtype else from_f32(to_f32(raw, on_true.dtype), dst.dtype)
     ctx.write_raw("dst", np.where(keep, true_value, false_value))
 
 
 @reference("affine_select")
 def affine_select_ref(instr, inputs, state):
-    dst, on_true = instr["dst"], instr["on_true"]
+    dst, on_true = instr["dst"], instr["on_true_tile"]
     p, f = dst.partitions, dst.free_elements
-    raw = inputs["on_true"].reshape(p, f)
+    raw = inputs["on_true_tile"].reshape(p, f)
     cmp = {"equal": lambda v: v == 0, "not_equal": lambda v: v != 0, "greater": lambda v: v > 0,
            "greater_equal": lambda v: v >= 0, "less": lambda v: v < 0, "less_equal": lambda v: v <= 0}[instr["cmp_op"]]
     false_value = from_f32(np.array(instr["on_false_value"], np.float32), dst.dtype)
@@ -144,15 +128,8 @@ def affine_select_ref(instr, inputs, state):
 
 @semantics("tensor_partition_reduce")
 def tensor_partition_reduce(ctx: Context) -> None:
-    # tensor_partition_reduce dst_sbuf[1, F], data_sbuf[P, F], op
-    _sbuf_only(ctx)
-    op = ctx["op"]
-    if op not in PARTITION_REDUCE_OPS:
-        raise ctx.fail(f"reduces with {', '.join(PARTITION_REDUCE_OPS)}, not {op}")
-    dst, data = ctx.ap("dst"), ctx.ap("data")
-    if dst.partitions != 1 or dst.free_elements != data.free_elements:
-        raise ctx.fail(f"'dst' must be [1, {data.free_elements}] (one partition, the elements of 'data'"
-                       f" {list(data.shape)}), not {list(dst.shape)}")
+    # tensor_partition_reduce dst_sbuf[1, F], op, data_sbuf[P, F]
+    op, data = ctx["op"], ctx.ap("data")  # rules reduce-operator, partition-reduce-shape held
     p, f = data.partitions, data.free_elements
     if alu.IS_BITVEC[op]:
         bits = ctx.read_bits("data").reshape(p, f)
@@ -186,51 +163,14 @@ def tensor_partition_reduce_ref(instr, inputs, state):
 
 
 # ------------------------------------------------------------------ local_gather
-def _gather_plan(src: AccessPattern, index: AccessPattern, dst: AccessPattern, width: int,
-                 valid: int, per_core: int, max_indices: int) -> tuple[int, str | None]:
-    """(indices per core, error message or None): the shape rules of local_gather."""
-    if index.dtype.short != "u16":
-        return 0, f"'index' must be u16, not {index.dtype.short}"
-    if dst.dtype != src.dtype:
-        return 0, f"'dst' must have the dtype of 'src' ({src.dtype.short}: a gather copies bits), not {dst.dtype.short}"
-    if width not in GATHER_WIDTHS:
-        return 0, f"num_elem_per_idx must be one of {', '.join(map(str, GATHER_WIDTHS))}, not {width}"
-    if src.partition % per_core or src.partitions % per_core:
-        return 0, (f"'src' covers partitions {src.partition}:{src.partition + src.partitions}; a gather works on whole"
-                   f" GpSimd cores of {per_core} partitions (start and count multiples of {per_core})")
-    for name, ap in (("index", index), ("dst", dst)):
-        if ap.partition != src.partition or ap.partitions != src.partitions:
-            return 0, (f"'{name}' covers partitions {ap.partition}:{ap.partition + ap.partitions} and 'src'"
-                       f" {src.partition}:{src.partition + src.partitions}: each core gathers within its own partitions")
-    available = per_core * index.free_elements
-    count = valid or available
-    if count > available:
-        return 0, (f"num_valid_indices={valid} but each core's {per_core} partitions of 'index' hold {available}"
-                   " indices")
-    if count > max_indices:
-        return 0, f"each core gathers with {count} indices; at most {max_indices}"
-    if dst.free_elements != count * width:
-        return 0, (f"'dst' must hold {count} indices x {width} elements = {count * width} elements per partition,"
-                   f" not {dst.free_elements} ({list(dst.shape)})")
-    return count, None
-
-
-def _max_indices() -> int:
-    kind = isa.BY_MNEMONIC["local_gather"].operand("num_valid_indices").kind
-    return kind.hi
-
-
 @semantics("local_gather")
 def local_gather(ctx: Context) -> None:
-    # local_gather dst_sbuf, src_sbuf, index_u16_sbuf, num_elem_per_idx=1, num_valid_indices=0
-    _sbuf_only(ctx)
-    src, index, dst = ctx.ap("src"), ctx.ap("index"), ctx.ap("dst")
+    # local_gather dst_sbuf, src_buffer_sbuf, index_u16_sbuf, num_elem_per_idx=1, num_valid_indices=none
+    src = ctx.ap("src_buffer")
     width, per_core = ctx["num_elem_per_idx"], ctx.config.gpsimd_partitions_per_core
-    count, error = _gather_plan(src, index, dst, width, ctx["num_valid_indices"], per_core, _max_indices())
-    if error:
-        raise ctx.fail(error)
+    count = gather_plan(ctx.instr, ctx.config)[0]  # rule local-gather held; the index values are checked here
     cores, f = src.partitions // per_core, src.free_elements
-    data = ctx.read_raw("src").reshape(cores, per_core, f)
+    data = ctx.read_raw("src_buffer").reshape(cores, per_core, f)
     # each core's indices, partition first: the core's [16, W] block read column by column
     idx = ctx.read_raw("index").reshape(cores, per_core, -1).transpose(0, 2, 1).reshape(cores, -1)[:, :count]
     idx = idx.astype(np.int64)
@@ -239,7 +179,7 @@ def local_gather(ctx: Context) -> None:
         c, j = (int(v) for v in np.argwhere(bad)[0])
         raise ctx.fail(f"core {src.partition // per_core + c} index {j} (partition {src.partition + c * per_core + j % per_core},"
                        f" element {j // per_core} of 'index') is {idx[c, j]}: with num_elem_per_idx={width} it reads"
-                       f" elements {idx[c, j]}..{idx[c, j] + width - 1}, past the {f} elements per partition of 'src'")
+                       f" elements {idx[c, j]}..{idx[c, j] + width - 1}, past the {f} elements per partition of 'src_buffer'")
     cols = (idx[:, :, None] + np.arange(width)).reshape(cores, 1, -1)  # [core, 1, count * width]
     out = np.take_along_axis(data, np.broadcast_to(cols, (cores, per_core, cols.shape[-1])), axis=2)
     ctx.write_raw("dst", out.reshape(src.partitions, -1))
@@ -247,12 +187,13 @@ def local_gather(ctx: Context) -> None:
 
 @reference("local_gather")
 def local_gather_ref(instr, inputs, state):
-    src, index, dst = instr["src"], instr["index"], instr["dst"]
+    src, index, dst = instr["src_buffer"], instr["index"], instr["dst"]
     width = instr["num_elem_per_idx"]
     per_core = Config().gpsimd_partitions_per_core  # references run on the default configuration
-    count = instr["num_valid_indices"] or per_core * index.free_elements
+    valid = instr["num_valid_indices"]
+    count = per_core * index.free_elements if valid is None else valid
     p, f = src.partitions, src.free_elements
-    data = inputs["src"].reshape(p, f)
+    data = inputs["src_buffer"].reshape(p, f)
     idx_rows = inputs["index"].reshape(p, -1)
     out = np.empty((p, count * width), src.dtype.storage)
     for core in range(p // per_core):

@@ -34,7 +34,6 @@ from ncsim.memory.access import Immediate
 from ncsim.numerics import from_f32, to_f32
 
 REGS = "reduce_regs"  # the key of the accumulator registers in the Scalar engine's state
-BIAS_DTYPES = ("f32", "f16", "bf16")  # NKI activation: bias float32/float16/bfloat16, scale float32
 
 # The kernel's function codes. Kept here rather than taken from the table's order so that numba's
 # cache (keyed on this file) never holds a kernel compiled for another order; the check below keeps
@@ -168,25 +167,8 @@ def _copy_or_relu(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, has_bias: 
 
 
 # ------------------------------------------------------------------ the instructions
-def _checked(ctx: Context) -> int:
-    """The partitions, after the operand checks NKI states for activation."""
-    p, _ = ctx.rows("dst", "data")
-    cfg = ctx.config
-    if p > cfg.pmax:
-        raise ctx.fail(f"'data' has {p} partitions; at most {cfg.pmax}")
-    scale = ctx["scale"]
-    if not isinstance(scale, Immediate) and ctx.ap("scale").dtype.short != "f32":
-        raise ctx.fail(f"a 'scale' column must be f32, not {ctx.ap('scale').dtype.short}")
-    if ctx["bias"] is not None and ctx.ap("bias").dtype.short not in BIAS_DTYPES:
-        raise ctx.fail(f"'bias' must be {', '.join(BIAS_DTYPES)}, not {ctx.ap('bias').dtype.short}")
-    for name in ("bias", "reduce_res"):
-        if ctx[name] is not None:
-            ctx.check_column(name, ctx.ap(name), p)
-    return p
-
-
 def _activate(ctx: Context, reduce_cmd: str) -> None:
-    p = _checked(ctx)
+    p, _ = ctx.rows("dst", "data")  # rules column, activation-dtypes and reciprocal-bias held
     scale = np.broadcast_to(ctx.scalar("scale", p).reshape(-1), (p,)).astype(np.float32)
     has_bias = ctx["bias"] is not None
     bias = ctx.scalar("bias", p).reshape(p) if has_bias else np.zeros(p, np.float32)
@@ -209,13 +191,13 @@ def _activate(ctx: Context, reduce_cmd: str) -> None:
 
 @semantics("activation")
 def activation(ctx: Context) -> None:
-    # activation dst, data, op, bias=none, scale=1.0, reduce_cmd=idle, reduce_res=none
+    # activation dst, op, data, bias=none, scale=1.0, reduce_op=none, reduce_res=none, reduce_cmd=idle
     _activate(ctx, ctx["reduce_cmd"])
 
 
 @semantics("activation_reduce")
 def activation_reduce(ctx: Context) -> None:
-    # activation_reduce dst, data, op, reduce_res, bias=none, scale=1.0
+    # activation_reduce dst, op, data, reduce_op, reduce_res, bias=none, scale=1.0
     _activate(ctx, "reset_reduce")
 
 

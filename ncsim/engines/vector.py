@@ -9,19 +9,20 @@ from __future__ import annotations
 import numpy as np
 
 from ncsim import isa
-from ncsim.asm.rules import tensor_scalar_operators
+from ncsim.asm.rules import reduce_axes
 from ncsim.engines import alu, refalu, reference, semantics
 from ncsim.engines.context import Context
 from ncsim.memory.access import AccessPattern, Immediate
 from ncsim.numerics import from_f32, to_f32
 
-WRAP_INT_OPS = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply}
+WRAP_INT_OPS = {"add": np.add, "multiply": np.multiply}  # isa.INT32_GPSIMD_OPS
+INT32 = ("i32", "u32")
 
 
 def _int32_wrap(ctx: Context, *names: str) -> bool:
-    """GpSimd's 32-bit integer add/subtract/multiply: all operands 32-bit integers -> wrap modulo 2**32."""
-    return (ctx.engine == "gpsimd" and ctx["op"] in WRAP_INT_OPS
-            and all(ctx.ap(n).dtype.short in ("i32", "u32") for n in names))
+    """GpSimd's 32-bit integer add/multiply (rule int32-add-multiply): dst and data 32-bit integers ->
+    computed on the integers, modulo 2**32."""
+    return ctx.engine == "gpsimd" and all(ctx.ap(n).dtype.short in INT32 for n in names)
 
 
 @semantics("tensor_tensor")
@@ -31,7 +32,7 @@ def tensor_tensor(ctx: Context) -> None:
     if alu.IS_BITVEC[op]:
         a, b = (ctx.read_bits(n).reshape(p, f) for n in ("data1", "data2"))
         ctx.write_bits("dst", alu.bitvec(op, a, b))
-    elif _int32_wrap(ctx, "dst", "data1", "data2"):
+    elif op in WRAP_INT_OPS and _int32_wrap(ctx, "dst", "data1", "data2"):
         a, b = (ctx.read_raw(n).reshape(p, f).astype(np.int64) for n in ("data1", "data2"))
         ctx.write_bits("dst", (WRAP_INT_OPS[op](a, b) & 0xFFFFFFFF).astype(np.uint32))
     else:
@@ -47,9 +48,8 @@ def tensor_tensor_ref(instr, inputs, state):
         a, b = alu.to_bits(a_raw, d1.dtype), alu.to_bits(b_raw, d2.dtype)
         out = np.array([refalu.bitop(op, int(x), int(y)) for x, y in zip(a, b)], np.uint32)
         return {"dst": alu.from_bits(out, dst.dtype).reshape(dst.shape)}
-    if instr.engine == "gpsimd" and op in WRAP_INT_OPS and all(
-            x.dtype.short in ("i32", "u32") for x in (d1, d2, dst)):
-        py = {"add": lambda x, y: x + y, "subtract": lambda x, y: x - y, "multiply": lambda x, y: x * y}[op]
+    if instr.engine == "gpsimd" and op in WRAP_INT_OPS and all(x.dtype.short in INT32 for x in (d1, d2, dst)):
+        py = {"add": lambda x, y: x + y, "multiply": lambda x, y: x * y}[op]
         out = np.array([py(int(x), int(y)) & 0xFFFFFFFF for x, y in zip(a_raw, b_raw)], np.uint32)
         return {"dst": out.view(dst.dtype.storage).reshape(dst.shape)}
     a, b = to_f32(a_raw, d1.dtype), to_f32(b_raw, d2.dtype)
@@ -58,9 +58,6 @@ def tensor_tensor_ref(instr, inputs, state):
 
 
 # ---------------------------------------------------------------------------------- shared helpers
-REDUCE_OPS = ("add", "subtract", "multiply", "maximum", "minimum")  # NKI tensor_scalar_reduce's reduce_op
-
-
 def _is_unary(op: str) -> bool:
     return alu.ARITY[op] == 1
 
@@ -79,37 +76,22 @@ def _bits(op: str, x: np.ndarray, operand: np.ndarray, reverse: bool) -> np.ndar
     return alu.bitvec(op, operand, x) if reverse else alu.bitvec(op, x, operand)
 
 
-def _need_int(ctx: Context, op: str, *names: str) -> None:
-    """NKI: a bitwise operator takes integer tiles (their bits, no casting)."""
-    for name in names:
-        v = ctx[name]
-        if isinstance(v, AccessPattern) and not v.dtype.is_int:
-            raise ctx.fail(f"bitwise operator {op} needs integer tiles; '{name}' is {v.dtype}")
-
-
 def _scalar_bits(ctx: Context, name: str, partitions: int) -> np.ndarray:
-    """A constant-or-column operand as uint32 patterns, broadcastable against [partitions, ...]."""
+    """A constant-or-column operand as uint32 patterns, broadcastable against [partitions, ...]
+    (rules bitwise-integers and column have checked it)."""
     v = ctx[name]
     if isinstance(v, Immediate):
-        if not float(v.value).is_integer():
-            raise ctx.fail(f"bitwise operators take integer constants; '{name}' is {v.value}")
         return ctx.read_bits(name)
-    ap = ctx.ap(name)
-    ctx.check_column(name, ap, partitions)
-    return ctx.read_bits(ap).reshape(partitions, 1)
+    return ctx.read_bits(ctx.ap(name)).reshape(partitions, 1)
 
 
-def _check_operator_pair(ctx: Context) -> None:
-    """tensor_scalar's operator rules (ncsim.asm.rules.tensor_scalar_operators, which the assembler
-    checks too): here again for objects made elsewhere."""
-    problem = tensor_scalar_operators(ctx.instr)
-    if problem:
-        raise ctx.fail(problem)
-
-
-def _check_reduce_op(ctx: Context, op: str, allowed: tuple[str, ...], what: str) -> None:
-    if op not in allowed:
-        raise ctx.fail(f"{what} must be one of {', '.join(allowed)}, not {op}")
+def _scalar_ints(ctx: Context, name: str, partitions: int) -> np.ndarray:
+    """A constant-or-column operand of 32-bit integer arithmetic as int64, broadcastable against
+    [partitions, ...] (rule int32-add-multiply: an integer constant or a 32-bit integer column)."""
+    v = ctx[name]
+    if isinstance(v, Immediate):
+        return np.asarray(int(v.value), np.int64)
+    return ctx.read_raw(name).reshape(partitions, 1).astype(np.int64)
 
 
 def _const_raw(value: float, dtype) -> np.ndarray:
@@ -128,11 +110,14 @@ def _const_raw(value: float, dtype) -> np.ndarray:
 def tensor_scalar(ctx: Context) -> None:
     # tensor_scalar dst, data, op0, operand0, reverse0=false, op1=none, operand1=none, reverse1=false
     op0, op1 = ctx["op0"], ctx["op1"]
-    _check_operator_pair(ctx)
     p, f = ctx.rows("dst", "data")
     steps = [(op0, "operand0", ctx["reverse0"])] + ([(op1, "operand1", ctx["reverse1"])] if op1 else [])
-    if alu.IS_BITVEC[op0]:
-        _need_int(ctx, op0, "dst", "data", "operand0", "operand1")
+    if op0 in WRAP_INT_OPS and _int32_wrap(ctx, "dst", "data"):
+        x = ctx.read_raw("data").reshape(p, f).astype(np.int64)
+        for op, name, _rev in steps:  # add and multiply commute: reverse changes nothing
+            x = WRAP_INT_OPS[op](x, _scalar_ints(ctx, name, p)) & 0xFFFFFFFF
+        ctx.write_bits("dst", x.astype(np.uint32))
+    elif alu.IS_BITVEC[op0]:
         x = ctx.read_bits("data").reshape(p, f)
         for op, name, rev in steps:
             x = _bits(op, x, _scalar_bits(ctx, name, p), rev)
@@ -148,10 +133,7 @@ def tensor_scalar(ctx: Context) -> None:
 def tensor_scalar_reduce(ctx: Context) -> None:
     # tensor_scalar_reduce dst, data, op0, operand0, reduce_op, reduce_res, reverse0=false
     op0, reduce_op = ctx["op0"], ctx["reduce_op"]
-    _check_reduce_op(ctx, op0, tuple(o for o in alu.CODES if not alu.IS_BITVEC[o]), "op0 (an arithmetic operator)")
-    _check_reduce_op(ctx, reduce_op, REDUCE_OPS, "reduce_op")
     p = ctx.rows("dst", "data")[0]
-    ctx.check_column("reduce_res", ctx.ap("reduce_res"), p)
     out = _arith(op0, ctx.read2d("data"), ctx.scalar("operand0", p), ctx["reverse0"])
     ctx.write("dst", out)
     ctx.write("reduce_res", alu.fold(reduce_op, out).reshape(p, 1))
@@ -161,9 +143,6 @@ def tensor_scalar_reduce(ctx: Context) -> None:
 def scalar_tensor_tensor(ctx: Context) -> None:
     # scalar_tensor_tensor dst, data, op0, operand0, op1, operand1, reverse0=false, reverse1=false
     op0, op1 = ctx["op0"], ctx["op1"]
-    for name, op in (("op0", op0), ("op1", op1)):
-        if alu.IS_BITVEC[op]:
-            raise ctx.fail(f"{name} is the bitwise operator {op}; scalar_tensor_tensor takes arithmetic operators")
     p = ctx.rows("dst", "data", "operand1")[0]
     tmp = _arith(op0, ctx.read2d("data"), ctx.scalar("operand0", p), ctx["reverse0"])
     ctx.write("dst", _arith(op1, tmp, ctx.read2d("operand1"), ctx["reverse1"]))
@@ -177,34 +156,13 @@ def reciprocal(ctx: Context) -> None:
 
 
 # ---------------------------------------------------------------------------------- reductions, scans
-def _reduce_axes(ctx: Context) -> tuple[int, int]:
-    """tensor_reduce's axis list checked against data: (kept elements, reduced elements) per partition."""
-    data = ctx.ap("data")
-    axes, n = list(ctx["axis"]), len(data.dims)
-    want = list(range(n - len(axes) + 1, n + 1))
-    if len(axes) > n or sorted(axes) != want:
-        hint = f"reducing {len(axes)} of them means axis={want}" if len(axes) <= n else f"it has only {n}"
-        raise ctx.fail(f"axis {axes} must be distinct free axes ending at the innermost: 'data' is"
-                       f" {list(data.shape)}, whose free axes are 1..{n}; {hint}")
-    kept = int(np.prod(data.free_shape[:n - len(axes)], dtype=np.int64))
-    return kept, data.free_elements // kept
-
-
 @semantics("tensor_reduce")
 def tensor_reduce(ctx: Context) -> None:
-    # tensor_reduce dst, data, op, axis=[1], negate=false
-    op, dst, data = ctx["op"], ctx.ap("dst"), ctx.ap("data")
-    if not isa.alu_info(op)[3]:
-        raise ctx.fail(f"{op} is not a reduction operator")
-    kept, reduced = _reduce_axes(ctx)
+    # tensor_reduce dst, op, data, axis, negate=false, keepdims=false
+    op, data = ctx["op"], ctx.ap("data")
+    kept, reduced = reduce_axes(data, ctx["axis"])  # rules reduce-operator, reduce-axes, reduce-negate held
     p = data.partitions
-    if dst.partitions != p or dst.free_elements != kept:
-        raise ctx.fail(f"'dst' is {list(dst.shape)} but reducing {list(data.shape)} over axis {list(ctx['axis'])}"
-                       f" leaves [{p}, {kept}] ({p} partitions of {kept} element{'s' if kept != 1 else ''})")
     if alu.IS_BITVEC[op]:
-        if ctx["negate"]:
-            raise ctx.fail(f"negate applies to arithmetic reductions, not to the bitwise operator {op}")
-        _need_int(ctx, op, "dst", "data")
         ctx.write_bits("dst", alu.fold(op, ctx.read_bits("data").reshape(p * kept, reduced)).reshape(p, kept))
         return
     r = alu.fold(op, ctx.read2d("data").reshape(p * kept, reduced))
@@ -216,10 +174,6 @@ def tensor_reduce(ctx: Context) -> None:
 @semantics("tensor_tensor_scan")
 def tensor_tensor_scan(ctx: Context) -> None:
     # tensor_tensor_scan dst, data0, data1, initial, op0, op1, reverse0=false, reverse1=false
-    for name in ("op0", "op1"):
-        op = ctx[name]
-        if alu.IS_BITVEC[op] or _is_unary(op):
-            raise ctx.fail(f"{name} must be a binary arithmetic operator, not {op}")
     p = ctx.rows("dst", "data0", "data1")[0]
     init = np.broadcast_to(ctx.scalar("initial", p), (p, 1)).reshape(p).astype(np.float32)
     out = alu.scan_rows(ctx.read2d("data0"), ctx.read2d("data1"), init, alu.CODES[ctx["op0"]],
@@ -241,12 +195,8 @@ def tensor_copy(ctx: Context) -> None:
 @semantics("tensor_copy_predicated")
 def tensor_copy_predicated(ctx: Context) -> None:
     # tensor_copy_predicated dst, src, predicate, reverse_pred=false
-    dst, pred, src = ctx.ap("dst"), ctx.ap("predicate"), ctx["src"]
-    if pred.dtype.short not in ("u8", "u16", "u32", "bool"):
-        raise ctx.fail(f"'predicate' must be a uint8, uint16 or uint32 tile, not {pred.dtype}")
+    dst, src = ctx.ap("dst"), ctx["src"]
     if isinstance(src, AccessPattern):
-        if src.dtype != dst.dtype:
-            raise ctx.fail(f"'src' ({src.dtype}) and 'dst' ({dst.dtype}) must have the same dtype")
         p, f = ctx.rows("dst", "src", "predicate")
         new = ctx.read_raw("src").reshape(p, f)
     else:
@@ -297,6 +247,19 @@ def _ref_column_bits(instr, inputs, name: str, partitions: int) -> list[int]:
     return [int(b) for b in alu.to_bits(inputs[name].reshape(-1), v.dtype)]
 
 
+def _ref_column_ints(instr, inputs, name: str, partitions: int) -> list[int]:
+    """The integer constant or 32-bit integer column of GpSimd's integer arithmetic, per partition."""
+    v = instr[name]
+    if isinstance(v, Immediate):
+        return [int(v.value)] * partitions
+    return [int(x) for x in inputs[name].reshape(-1)]
+
+
+def _ref_int(op: str, x: int, y: int) -> int:
+    """32-bit integer add or multiply, modulo 2**32 (Python integers are exact)."""
+    return (x + y if op == "add" else x * y) & 0xFFFFFFFF
+
+
 def _ref_rows(instr, inputs, name: str) -> np.ndarray:
     """An input tile's fp32 values as [partitions, elements per partition]."""
     ap = instr[name]
@@ -312,6 +275,18 @@ def tensor_scalar_ref(instr, inputs, state):
     dst, data = instr["dst"], instr["data"]
     op0, op1 = instr["op0"], instr["op1"]
     parts = data.partitions
+    if instr.engine == "gpsimd" and op0 in WRAP_INT_OPS and all(x.dtype.short in INT32 for x in (dst, data)):
+        x = inputs["data"].reshape(parts, -1)
+        c0 = _ref_column_ints(instr, inputs, "operand0", parts)
+        c1 = _ref_column_ints(instr, inputs, "operand1", parts) if op1 else None
+        out = []
+        for p in range(parts):
+            for v in x[p]:
+                t = _ref_int(op0, int(v), c0[p])
+                if op1:
+                    t = _ref_int(op1, t, c1[p])
+                out.append(t)
+        return {"dst": np.array(out, np.uint32).view(dst.dtype.storage).reshape(dst.shape)}
     if alu.IS_BITVEC[op0]:
         x = alu.to_bits(inputs["data"].reshape(-1), data.dtype).reshape(parts, -1)
         c0 = _ref_column_bits(instr, inputs, "operand0", parts)

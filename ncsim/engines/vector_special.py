@@ -21,40 +21,14 @@ import dataclasses
 import numba
 import numpy as np
 
-from ncsim.asm.rules import memory_limit, partition_start_ok
+from ncsim.asm.rules import SHUFFLE_KEEP as KEEP
+from ncsim.asm.rules import TOP, memory_limit
 from ncsim.engines import alu, refalu, reference, semantics
 from ncsim.engines.context import Context
 from ncsim.memory.access import AccessPattern
 from ncsim.numerics import from_f32, to_f32
 
 F32 = np.float32
-TOP = 8  # max8, nc_find_index8 and nc_match_replace8 work on 8 values per partition
-INDEX_DTYPES = ("u16", "u32")
-
-
-# ------------------------------------------------------------------ shape checks shared by the instructions
-def _need_shape(ctx: Context, name: str, partitions: int, free: int) -> AccessPattern:
-    """The operand `name`, which must have `partitions` partitions and `free` elements in each."""
-    ap = ctx.ap(name)
-    if ap.partitions != partitions or ap.free_elements != free:
-        raise ctx.fail(f"'{name}' must have {partitions} partitions of {free} elements, not {list(ap.shape)}"
-                       f" ({ap.partitions} partitions of {ap.free_elements})")
-    return ap
-
-
-def _need_free_range(ctx: Context, name: str, lo: int, hi: int, limit_name: str) -> AccessPattern:
-    ap = ctx.ap(name)
-    if not lo <= ap.free_elements <= hi:
-        raise ctx.fail(f"'{name}' must have {lo} to {hi} elements per partition ({limit_name}),"
-                       f" not {ap.free_elements} ({list(ap.shape)})")
-    return ap
-
-
-def _need_dtype(ctx: Context, name: str, allowed: tuple[str, ...]) -> AccessPattern:
-    ap = ctx.ap(name)
-    if ap.dtype.short not in allowed:
-        raise ctx.fail(f"'{name}' must be {' or '.join(allowed)}, not {ap.dtype.short}")
-    return ap
 
 
 # ------------------------------------------------------------------ bn_stats
@@ -86,8 +60,7 @@ def _bn_stats_rows(x: np.ndarray) -> np.ndarray:
 # bn_stats dst[P, 6], data[P, n]   (n <= bn_stats_fmax = 512)
 @semantics("bn_stats")
 def bn_stats(ctx: Context) -> None:
-    data = _need_free_range(ctx, "data", 1, ctx.config.bn_stats_fmax, "bn_stats_fmax")
-    _need_shape(ctx, "dst", data.partitions, 6)
+    # rule bn-stats held
     ctx.write("dst", alu.canonical(_bn_stats_rows(ctx.read2d("data"))))
 
 
@@ -144,11 +117,7 @@ def _bn_aggr_rows(x: np.ndarray) -> np.ndarray:
 # bn_aggr dst[P, 2], data[P, 3k]   (k bn_stats triples: count, mean, variance * count)
 @semantics("bn_aggr")
 def bn_aggr(ctx: Context) -> None:
-    data = ctx.ap("data")
-    if data.free_elements % 3:
-        raise ctx.fail(f"'data' must hold (count, mean, variance*count) triples: a multiple of 3 elements per"
-                       f" partition, not {data.free_elements} ({list(data.shape)})")
-    _need_shape(ctx, "dst", data.partitions, 2)
+    # rule bn-aggr held
     ctx.write("dst", alu.canonical(_bn_aggr_rows(ctx.read2d("data"))))
 
 
@@ -186,9 +155,7 @@ def _rank_keys(x: np.ndarray) -> np.ndarray:
 # max8 dst[P, 8], src[P, n]   (8 <= n <= top8_fmax = 16384)
 @semantics("max8")
 def max8(ctx: Context) -> None:
-    src = _need_free_range(ctx, "src", TOP, ctx.config.top8_fmax, "top8_fmax")
-    _need_shape(ctx, "dst", src.partitions, TOP)
-    x = ctx.read2d("src")
+    x = ctx.read2d("src")  # rule max8 held
     # A stable sort on the negated keys: largest first, equal keys in order of position.
     order = np.argsort(-_rank_keys(x), axis=1, kind="stable")[:, :TOP]
     ctx.write("dst", np.take_along_axis(x, order, axis=1))
@@ -223,10 +190,7 @@ def max8_ref(instr, inputs, state):
 # nc_find_index8 dst[P, 8] (u16/u32), data[P, n], vals[P, 8]   (8 <= n <= 16384)
 @semantics("nc_find_index8")
 def nc_find_index8(ctx: Context) -> None:
-    data = _need_free_range(ctx, "data", TOP, ctx.config.top8_fmax, "top8_fmax")
-    _need_shape(ctx, "vals", data.partitions, TOP)
-    dst = _need_shape(ctx, "dst", data.partitions, TOP)
-    _need_dtype(ctx, "dst", INDEX_DTYPES)
+    dst = ctx.ap("dst")  # rule find-index8 held
     x, v = ctx.read2d("data"), ctx.read2d("vals")
     hits = x[:, None, :] == v[:, :, None]  # [P, 8, n]
     first = np.where(hits.any(axis=2), hits.argmax(axis=2), 0)
@@ -285,12 +249,8 @@ def _copy_or_convert(raw: np.ndarray, src_dtype, dst_dtype, replace: np.ndarray,
 # nc_match_replace8 dst[P, n], data[P, n], vals[P, 8], imm, dst_idx=[P, 8] u32   (n <= 16384)
 @semantics("nc_match_replace8")
 def nc_match_replace8(ctx: Context) -> None:
-    data = _need_free_range(ctx, "data", 1, ctx.config.top8_fmax, "top8_fmax")
+    data = ctx.ap("data")  # rule match-replace8 held
     p, n = ctx.rows("dst", "data")
-    _need_shape(ctx, "vals", p, TOP)
-    if ctx["dst_idx"] is not None:
-        _need_shape(ctx, "dst_idx", p, TOP)
-        _need_dtype(ctx, "dst_idx", ("u32",))
     raw = ctx.read_raw("data").reshape(p, n)
     hit, index = _match_rows(to_f32(raw, data.dtype), ctx.read2d("vals"))
     ctx.write_raw("dst", _copy_or_convert(raw, data.dtype, ctx.ap("dst").dtype, hit, F32(ctx["imm"])))
@@ -400,38 +360,19 @@ def dropout_ref(instr, inputs, state):
 
 
 # ------------------------------------------------------------------ nc_stream_shuffle
-KEEP = 255  # a shuffle mask entry that leaves its output partition unchanged
 
 
 def _shuffle_moves(ctx: Context) -> list[tuple[int, int]]:
-    """(dst row, src row) pairs, rows counted from each tile's first partition; checks the rules."""
+    """(dst row, src row) pairs, rows counted from each tile's first partition (rule stream-shuffle held)."""
     dst, src, mask = ctx.ap("dst"), ctx.ap("src"), ctx["shuffle_mask"]
     quadrant = len(mask)
-    if dst.dtype != src.dtype:
-        raise ctx.fail(f"'dst' and 'src' must have the same dtype, not {dst.dtype.short} and {src.dtype.short}")
-    if dst.free_elements != src.free_elements:
-        raise ctx.fail(f"'dst' and 'src' must have the same elements per partition, not {dst.free_elements}"
-                       f" ({list(dst.shape)}) and {src.free_elements} ({list(src.shape)})")
-    bad = [m for m in mask if quadrant <= m != KEEP]
-    if bad:
-        raise ctx.fail(f"shuffle_mask entries must be source partitions 0..{quadrant - 1} or {KEEP} (keep),"
-                       f" not {bad[0]}")
     active = -(-max(dst.partitions, src.partitions) // quadrant) * quadrant
-    for name, ap in (("dst", dst), ("src", src)):
-        if not partition_start_ok(ap.partition, active):
-            raise ctx.fail(f"with {active} active partitions (max of dst's {dst.partitions} and src's"
-                           f" {src.partitions}, rounded up to {quadrant}), '{name}' may not start at partition"
-                           f" {ap.partition}: more than 64 start at 0, 33 to 64 at 0 or 64")
     moves = []
     for q in range(active // quadrant):
         for i, m in enumerate(mask):
             row, from_row = q * quadrant + i, q * quadrant + m
-            if m == KEEP or row >= dst.partitions:
-                continue
-            if from_row >= src.partitions:
-                raise ctx.fail(f"shuffle_mask[{i}] = {m}: dst partition {row} would copy src partition {from_row},"
-                               f" but src has {src.partitions} partitions")
-            moves.append((row, from_row))
+            if m != KEEP and row < dst.partitions:
+                moves.append((row, from_row))
     return moves
 
 
@@ -482,17 +423,8 @@ def nc_stream_shuffle_ref(instr, inputs, state):
 # nc_transpose dst[F, P], data[P, F], engine=vector   (P, F <= vector_transpose_max = 32)
 # Registered by the Tensor engine module, which owns the mnemonic and dispatches here for engine=vector.
 def transpose_vector(ctx: Context) -> None:
-    data, dst = ctx.ap("data"), ctx.ap("dst")
-    limit = ctx.config.vector_transpose_max
+    data = ctx.ap("data")  # rule transpose held
     p, f = data.partitions, data.free_elements
-    if p > limit or f > limit:
-        raise ctx.fail(f"the Vector engine transposes up to {limit}x{limit} (vector_transpose_max),"
-                       f" not {p}x{f} ('data' is {list(data.shape)})")
-    if dst.partitions != f or dst.free_elements != p:
-        raise ctx.fail(f"'dst' must be [{f}, {p}] for 'data' of {p} partitions of {f} elements,"
-                       f" not {list(dst.shape)}")
-    if dst.dtype != data.dtype:
-        raise ctx.fail(f"'dst' must have data's dtype {data.dtype.short}, not {dst.dtype.short}")
     ctx.write_raw("dst", np.ascontiguousarray(ctx.read_raw("data").reshape(p, f).T))
 
 
@@ -508,9 +440,7 @@ def transpose_vector_ref(instr, inputs, state):
 
 # ------------------------------------------------------------------ copies at a run-time offset
 def _dynamic_offset(ctx: Context) -> int:
-    index = ctx.ap("index")
-    if index.dtype.short != "i32" or index.num_elements != 1:
-        raise ctx.fail(f"'index' must be one int32 element, not {index.dtype.short} {list(index.shape)}")
+    # rule dynamic-index held: one int32 element; its value is the run's to check
     return int(ctx.read_raw("index").reshape(-1)[0])
 
 

@@ -91,7 +91,8 @@ def test_iota_conversions():
 
 def test_iota_pattern_must_fill_dst():
     lay = Layout()
-    fails(make("iota", dst=lay.tile("f32", 4, 10), pattern=((1, 3), (1, 4))), "gives 12 values per partition (3 x 4)",
+    fails(make("iota", dst=lay.tile("f32", 4, 10), pattern=((1, 3), (1, 4)), offset=0),
+          "gives 12 values per partition (3 x 4)",
           "'dst' has 10 elements per partition")
 
 
@@ -101,7 +102,7 @@ def test_iota_pattern_must_fill_dst():
                                     ("fp8e5", "f32")])
 def test_affine_select_ops_and_dtypes(cmp, dt, out):
     lay = Layout()
-    instr = make("affine_select", dst=lay.tile(out, 32, 24), on_true=lay.tile(dt, 32, 24), pattern=((-1, 24),),
+    instr = make("affine_select", dst=lay.tile(out, 32, 24), on_true_tile=lay.tile(dt, 32, 24), pattern=((-1, 24),),
                  on_false_value=-3.0e38, offset=3, channel_multiplier=1, cmp_op=cmp)
     check(instr, np.random.default_rng(1), edges=0.3)
 
@@ -113,17 +114,17 @@ def test_affine_select_ops_and_dtypes(cmp, dt, out):
 def test_affine_select_patterns(dt, out, dims, p, offset, cm, cmp, false_value, seed):
     lay = Layout()
     f = free_of(dims)
-    instr = make("affine_select", dst=lay.tile(out, p, f), on_true=lay.tile(dt, p, f), pattern=dims,
+    instr = make("affine_select", dst=lay.tile(out, p, f), on_true_tile=lay.tile(dt, p, f), pattern=dims,
                  on_false_value=float(false_value), offset=offset, channel_multiplier=cm, cmp_op=cmp)
     check(instr, np.random.default_rng(seed))
 
 
 def test_affine_select_causal_mask():
     lay = Layout()
-    instr = make("affine_select", dst=lay.tile("f32", 4, 4), on_true=lay.tile("f32", 4, 4), pattern=((-1, 4),),
-                 on_false_value=float("-inf"), channel_multiplier=1, cmp_op="greater_equal")
+    instr = make("affine_select", dst=lay.tile("f32", 4, 4), on_true_tile=lay.tile("f32", 4, 4), pattern=((-1, 4),),
+                 on_false_value=float("-inf"), channel_multiplier=1, cmp_op="greater_equal", offset=0)
     data = f32([1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12], [13, 14, 15, 16])
-    got = check(instr, np.random.default_rng(0), on_true=data)
+    got = check(instr, np.random.default_rng(0), on_true_tile=data)
     ninf = -np.inf
     # keep where p - i >= 0: the lower triangle
     assert got["dst"].tolist() == [[1, ninf, ninf, ninf], [5, 6, ninf, ninf], [9, 10, 11, ninf], [13, 14, 15, 16]]
@@ -131,23 +132,23 @@ def test_affine_select_causal_mask():
 
 def test_affine_select_copies_bits_when_dtypes_match():
     lay = Layout()
-    instr = make("affine_select", dst=lay.tile("u32", 1, 2), on_true=lay.tile("u32", 1, 2), pattern=((1, 2),),
-                 on_false_value=7.0, cmp_op="equal")
-    got = check(instr, np.random.default_rng(0), on_true=np.array([[2**32 - 1, 2**32 - 1]], np.uint32))
+    instr = make("affine_select", dst=lay.tile("u32", 1, 2), on_true_tile=lay.tile("u32", 1, 2), pattern=((1, 2),),
+                 on_false_value=7.0, cmp_op="equal", offset=0, channel_multiplier=0)
+    got = check(instr, np.random.default_rng(0), on_true_tile=np.array([[2**32 - 1, 2**32 - 1]], np.uint32))
     assert got["dst"].tolist() == [[2**32 - 1, 7]]  # exact above 2**24: no trip through fp32
-    instr = make("affine_select", dst=lay.tile("f32", 1, 2), on_true=lay.tile("f32", 1, 2), pattern=((1, 2),),
-                 on_false_value=0.0, cmp_op="equal")
+    instr = make("affine_select", dst=lay.tile("f32", 1, 2), on_true_tile=lay.tile("f32", 1, 2), pattern=((1, 2),),
+                 on_false_value=0.0, cmp_op="equal", offset=0, channel_multiplier=0)
     payload = np.array([[0x7FA00001, 0xFFC00002]], np.uint32).view(np.float32)
-    got = check(instr, np.random.default_rng(0), on_true=payload)
+    got = check(instr, np.random.default_rng(0), on_true_tile=payload)
     assert got["dst"].view(np.uint32).tolist() == [[0x7FA00001, 0]]
 
 
 def test_affine_select_errors():
     lay = Layout()
-    fails(make("affine_select", dst=lay.tile("f32", 4, 8), on_true=lay.tile("f32", 4, 6), pattern=((1, 8),),
-               on_false_value=0.0), "shapes disagree")
-    fails(make("affine_select", dst=lay.tile("f32", 4, 8), on_true=lay.tile("f32", 4, 8), pattern=((1, 9),),
-               on_false_value=0.0), "gives 9 values per partition")
+    fails(make("affine_select", dst=lay.tile("f32", 4, 8), on_true_tile=lay.tile("f32", 4, 6), pattern=((1, 8),),
+               on_false_value=0.0, offset=0, channel_multiplier=0), "shapes disagree")
+    fails(make("affine_select", dst=lay.tile("f32", 4, 8), on_true_tile=lay.tile("f32", 4, 8), pattern=((1, 9),),
+               on_false_value=0.0, offset=0, channel_multiplier=0), "gives 9 values per partition")
 
 
 # ------------------------------------------------------------------ tensor_partition_reduce
@@ -155,6 +156,8 @@ def test_affine_select_errors():
 @pytest.mark.parametrize("dt,out", [("f32", "f32"), ("bf16", "f32"), ("f32", "bf16"), ("i32", "i32"), ("u8", "u16"),
                                     ("i16", "i8"), ("fp8e4", "f16")])
 def test_partition_reduce_ops_and_dtypes(op, dt, out):
+    if op.startswith("bitwise") and not (dt in INTS and out in INTS):
+        dt, out = "u16", "i32"  # bitwise operators take integer tiles (rule bitwise-integers)
     lay = Layout()
     instr = make("tensor_partition_reduce", dst=lay.tile(out, 1, 5, 4), data=lay.tile(dt, 128, 5, 4), op=op)
     check(instr, np.random.default_rng(2), edges=0.2)
@@ -164,6 +167,8 @@ def test_partition_reduce_ops_and_dtypes(op, dt, out):
 @given(st.sampled_from(gpsimd.PARTITION_REDUCE_OPS), st.sampled_from(FLOATS + INTS), st.sampled_from(FLOATS + INTS),
        st.sampled_from([(0, 1), (0, 16), (32, 32), (64, 64), (0, 128)]), st.integers(1, 40), st.integers(0, 2**32 - 1))
 def test_partition_reduce_shapes(op, dt, out, part, f, seed):
+    if op.startswith("bitwise") and not (dt in INTS and out in INTS):
+        dt, out = "u32", "i16"  # bitwise operators take integer tiles (rule bitwise-integers)
     start, p = part
     lay = Layout()
     instr = make("tensor_partition_reduce", dst=lay.tile(out, 1, f), data=lay.tile(dt, p, f, partition=start), op=op)
@@ -209,8 +214,9 @@ def gather(lay: Layout, p: int, src_free: tuple[int, ...], index_free: int, widt
     count = valid or 16 * index_free
     return make("local_gather", dst=lay.tile(out_dt or dt, p, out_free if out_free is not None else count * width,
                                              partition=start),
-                src=lay.tile(dt, p, *src_free, partition=start), index=lay.tile(index_dt, p, index_free, partition=start),
-                num_elem_per_idx=width, num_valid_indices=valid)
+                src_buffer=lay.tile(dt, p, *src_free, partition=start),
+                index=lay.tile(index_dt, p, index_free, partition=start), num_elem_per_idx=width,
+                num_valid_indices=valid or None)
 
 
 def indices(rng: np.random.Generator, p: int, w: int, high: int) -> np.ndarray:
@@ -225,9 +231,9 @@ def test_local_gather_nki_example():
     per_core = rng.integers(0, 512, (16, 4)).astype(np.uint16)
     index = np.tile(per_core, (8, 1))
     lay = Layout()
-    instr = make("local_gather", dst=lay.tile("f32", 128, 4, 16, 4), src=lay.tile("f32", 128, 512, 4),
+    instr = make("local_gather", dst=lay.tile("f32", 128, 4, 16, 4), src_buffer=lay.tile("f32", 128, 512, 4),
                  index=lay.tile("u16", 128, 4), num_elem_per_idx=4, num_valid_indices=64)
-    got = check(instr, rng, src=src, index=index * 4)
+    got = check(instr, rng, src_buffer=src, index=index * 4)
     want = np.empty((128, 64, 4), np.float32)
     for core in range(8):
         rows = slice(16 * core, 16 * core + 16)
@@ -266,7 +272,7 @@ def test_local_gather_index_order_is_partition_first_per_core():
     index[1] = [2, 6]
     index[16] = [1, 3]  # core 1
     index[17] = [4, 0]
-    got = check(instr, np.random.default_rng(0), src=src, index=index)["dst"]
+    got = check(instr, np.random.default_rng(0), src_buffer=src, index=index)["dst"]
     assert got[0].tolist() == [5, 2, 0] and got[15].tolist() == [15 * 8 + 5, 15 * 8 + 2, 15 * 8 + 0]
     assert got[16].tolist() == [16 * 8 + 1, 16 * 8 + 4, 16 * 8 + 0]
 
@@ -278,13 +284,13 @@ def test_local_gather_errors():
     fails(gather(lay, 16, (8,), 2, width=2), "core 0 index 19 (partition 3, element 1 of 'index') is 7",
           "elements 7..8, past the 8 elements", index=index)
     fails(gather(lay, 16, (8,), 2, index_dt="u32"), "'index' must be u16, not u32")
-    fails(gather(lay, 16, (8,), 2, out_dt="bf16"), "dtype of 'src' (f32", "not bf16")
+    fails(gather(lay, 16, (8,), 2, out_dt="bf16"), "dtype of 'src_buffer' (f32", "not bf16")
     fails(gather(lay, 16, (8,), 2, width=3, out_free=96), "num_elem_per_idx must be one of 1, 2, 4, 8, 16, 32, not 3")
     fails(gather(lay, 8, (8,), 2, out_free=32), "start and count multiples of 16")
     fails(gather(lay, 16, (8,), 2, out_free=31), "'dst' must hold 32 indices x 1 elements = 32 elements")
     fails(gather(lay, 16, (8,), 2, valid=33, out_free=33), "num_valid_indices=33", "hold 32 indices")
-    fails(make("local_gather", dst=lay.tile("f32", 16, 32), src=lay.tile("f32", 16, 8),
-               index=lay.tile("u16", 16, 2, partition=32)), "'index' covers partitions 32:48 and 'src' 0:16")
+    fails(make("local_gather", dst=lay.tile("f32", 16, 32), src_buffer=lay.tile("f32", 16, 8),
+               index=lay.tile("u16", 16, 2, partition=32)), "'index' covers partitions 32:48 and 'src_buffer' 0:16")
     many = gather(lay, 16, (8,), 257, out_free=16 * 257)
     fails(many, "4112 indices; at most 4096", index=np.zeros((16, 257), np.uint16))
 
@@ -296,12 +302,14 @@ def test_psum_operands_are_a_sim_error(mnemonic):
     lay = Layout()
     psum = AccessPattern(Memory.PSUM, dtypes.FLOAT32, 0, 16, 0, ((1, 16),))
     sbuf = lay.tile("f32", 16, 16)
-    base = {"iota": make("iota", dst=sbuf, pattern=((1, 16),)),
-            "affine_select": make("affine_select", dst=sbuf, on_true=sbuf, pattern=((1, 16),), on_false_value=0.0),
+    base = {"iota": make("iota", dst=sbuf, pattern=((1, 16),), offset=0),
+            "affine_select": make("affine_select", dst=sbuf, on_true_tile=sbuf, pattern=((1, 16),), on_false_value=0.0,
+                                            offset=0, channel_multiplier=0),
             "tensor_partition_reduce": make("tensor_partition_reduce", dst=lay.tile("f32", 1, 16), data=sbuf, op="add"),
-            "local_gather": make("local_gather", dst=sbuf, src=sbuf, index=lay.tile("u16", 16, 1))}[mnemonic]
+            "local_gather": make("local_gather", dst=sbuf, src_buffer=sbuf, index=lay.tile("u16", 16, 1))}[mnemonic]
     m = Machine(one_instruction_object(base), DEFAULT, "<test>")
     name = next((n for n in base.operands if n != "dst" and isinstance(base.operands[n], AccessPattern)), "dst")
     bad = Instruction(base.spec, "gpsimd", {**base.operands, name: psum})
-    with pytest.raises(SimError, match=f"operand '{name}' is in psum; the GpSimd engine reaches only sbuf"):
+    with pytest.raises(SimError, match=f"operand '{name}' is in PSUM, which the GpSimd engine cannot reach"
+                                       r" \(rule gpsimd-memory\)"):
         base.spec.slots["execute"](Context(m, "gpsimd", 0, bad))

@@ -82,7 +82,8 @@ def test_every_function_with_edge_values(op):
 @pytest.mark.parametrize("op", FUNCS)
 def test_every_function_with_scale_and_bias_columns(op):
     lay = Layout()
-    instr = act(lay, op, 16, 24, "bf16", "f32", bias=lay.tile("f32", 16, 1), scale=lay.tile("f32", 16, 1))
+    bias = None if op == "reciprocal" else lay.tile("f32", 16, 1)  # v2's reciprocal takes no bias (rule reciprocal-bias)
+    instr = act(lay, op, 16, 24, "bf16", "f32", bias=bias, scale=lay.tile("f32", 16, 1))
     check(instr, np.random.default_rng(2), edges=0.1)
 
 
@@ -116,7 +117,8 @@ def test_activation_shapes_dtypes_and_commands(op, dt, out, part, f, scale_kind,
     scale = const(float(np.float32(rng.standard_normal()))) if scale_kind == "const" else lay.tile(
         "f32", p, 1, partition=start)
     instr = make("activation", dst=lay.tile(out, p, f, partition=start), data=lay.tile(dt, p, f, partition=start),
-                 op=op, scale=scale, bias=lay.tile("f16", p, 1, partition=start) if with_bias else None,
+                 op=op, scale=scale, bias=lay.tile("f16", p, 1, partition=start) if with_bias and op != "reciprocal"
+                 else None,
                  reduce_cmd=cmd, reduce_res=lay.tile("f32", p, 1, partition=start) if with_res else None)
     state = {REGS: rng.standard_normal(DEFAULT.pmax).astype(np.float32)} if rng.random() < 0.7 else None
     check(instr, rng, state=state)
@@ -128,15 +130,25 @@ def test_activation_shapes_dtypes_and_commands(op, dt, out, part, f, scale_kind,
 def test_activation_reduce_shapes_and_dtypes(op, dt, out, p, f, seed):
     lay = Layout()
     instr = make("activation_reduce", dst=lay.tile(out, p, f), data=lay.tile(dt, p, f), op=op,
-                 reduce_res=lay.tile("f32", p, 1), bias=lay.tile("f32", p, 1))
+                 reduce_res=lay.tile("f32", p, 1), bias=None if op == "reciprocal" else lay.tile("f32", p, 1),
+                 reduce_op="add")
     check(instr, np.random.default_rng(seed))
+
+
+def test_reciprocal_activation_takes_no_bias():
+    """nki.api.shared: activation(op=nl.reciprocal) doesn't support setting bias on NeuronCore-v2."""
+    lay = Layout()
+    fails(act(lay, "reciprocal", bias=lay.tile("f32", 4, 1)), "the reciprocal activation takes no bias on"
+          " NeuronCore-v2", "(rule reciprocal-bias)")
+    check(act(lay, "reciprocal", scale=const(2.0)), np.random.default_rng(0))
 
 
 def test_activation_reduce_strided_multi_axis_from_psum():
     lay = Layout()
     instr = make("activation_reduce", dst=lay.tile("bf16", 64, 4, 6, memory=Memory.PSUM),
                  data=lay.tile("f32", 64, dims=((-1, 4), (8, 6)), partition=64), op="silu",
-                 reduce_res=lay.tile("f32", 64, 1, partition=64), scale=lay.tile("f32", 64, 1, partition=64))
+                 reduce_res=lay.tile("f32", 64, 1, partition=64), scale=lay.tile("f32", 64, 1, partition=64),
+                 reduce_op="add")
     check(instr, np.random.default_rng(6), edges=0.2)
 
 
@@ -194,7 +206,7 @@ def test_multiply_and_add_are_separate_fp32_operations():
 def test_activation_reduce_sums_sequentially_in_fp32():
     lay = Layout()
     instr = make("activation_reduce", dst=lay.tile("bf16", 1, 4), data=lay.tile("f32", 1, 4), op="copy",
-                 reduce_res=lay.tile("f32", 1, 1))
+                 reduce_res=lay.tile("f32", 1, 1), reduce_op="add")
     # +0 + 1 + 2**24 rounds to 2**24, + 1 again, - 2**24 = 0 (pairwise: 1). The sum is of the fp32
     # results, not of the bf16 values stored in dst.
     got = check(instr, np.random.default_rng(0), data=f32([1, 2**24, 1, -2**24]))
@@ -204,7 +216,7 @@ def test_activation_reduce_sums_sequentially_in_fp32():
 def test_softmax_step_as_softmax_s_uses_it():
     lay = Layout()
     instr = make("activation_reduce", dst=lay.tile("f32", 2, 3), data=lay.tile("f32", 2, 3), op="exp",
-                 reduce_res=lay.tile("f32", 2, 1), bias=lay.tile("f32", 2, 1))
+                 reduce_res=lay.tile("f32", 2, 1), bias=lay.tile("f32", 2, 1), reduce_op="add")
     x = f32([1, 2, 3], [0, -np.inf, 0])
     got = check(instr, np.random.default_rng(0), data=x, bias=f32([-3], [0]))
     e = [np.float32(math.exp(v)) for v in (-2, -1, 0)]
@@ -264,4 +276,4 @@ def test_errors():
     fails(act(lay, "exp", scale=lay.tile("f32", 2, 1)), "'scale' must be a [4, 1] column")
     fails(act(lay, "exp", reduce_cmd="reduce", reduce_res=lay.tile("f32", 4, 3)), "'reduce_res' must be a [4, 1]")
     fails(make("activation_reduce", dst=lay.tile("f32", 4, 8), data=lay.tile("f32", 4, 8), op="exp",
-               reduce_res=lay.tile("f32", 8, 1)), "'reduce_res' must be a [4, 1] column", "not [8, 1]")
+               reduce_res=lay.tile("f32", 8, 1), reduce_op="add"), "'reduce_res' must be a [4, 1] column", "not [8, 1]")

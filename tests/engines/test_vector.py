@@ -8,23 +8,30 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from ncsim import dtypes, isa
+from ncsim.asm.rules import first_problem
 from ncsim.errors import SimError
 from ncsim.memory.access import Memory
-from tests.engines.harness import Layout, check, const, fill, make, run_one
+from tests.engines.harness import DEFAULT, Layout, check, const, fill, make, run_one
 
 FLOATS = ("f32", "bf16", "f16", "fp8e4", "fp8e5", "tf32")
 INTS = ("u8", "u16", "u32", "i8", "i16", "i32", "bool")
 ALL = FLOATS + INTS
-ARITH = [o[0] for o in isa.ALU_OPS if o[2] == "arith"]
-ARITH_BINARY = [o[0] for o in isa.ALU_OPS if o[2] == "arith" and o[1] == 2]
+# The arithmetic operators the Vector engine runs (isa.ALU_OPS' engines column; power and rsqrt are GpSimd's)
+ARITH = [o[0] for o in isa.ALU_OPS if o[2] == "arith" and "vector" in o[5]]
+ARITH_BINARY = [o[0] for o in isa.ALU_OPS if o[2] == "arith" and o[1] == 2 and "vector" in o[5]]
 BITVEC = [o[0] for o in isa.ALU_OPS if o[2] == "bitvec"]
 REDUCIBLE = [o[0] for o in isa.ALU_OPS if o[3]]
 REDUCE_OPS = ["add", "subtract", "multiply", "maximum", "minimum"]
 F32 = np.float32
+
+
+def legal(instr) -> None:
+    """Hypothesis: draw again if the instruction breaks a rule (32-bit integer add on Vector, ...)."""
+    assume(first_problem(instr, DEFAULT) is None)
 
 
 def f32(*values: float) -> np.ndarray:
@@ -125,8 +132,8 @@ def test_tensor_scalar_hand_computed():
 def test_power_half_of_minus_inf_and_minus_zero():
     """pow, not sqrt: (-inf) ** 0.5 = +inf and (-0) ** 0.5 = +0 (numpy's power alone gives NaN and -0)."""
     lay = Layout()
-    instr = make("tensor_scalar", dst=lay.tile("f32", 1, 2), data=lay.tile("f32", 1, 2), op0="power",
-                 operand0=const(0.5))
+    instr = make("tensor_scalar", engine="gpsimd", dst=lay.tile("f32", 1, 2), data=lay.tile("f32", 1, 2),
+                 op0="power", operand0=const(0.5))
     out = check(instr, np.random.default_rng(0), data=f32(-np.inf, -0.0).reshape(1, 2))
     assert out["dst"].view(np.uint32).tolist() == [[0x7F800000, 0]]
 
@@ -143,13 +150,47 @@ def test_tensor_scalar_layernorm_step():
     assert np.array_equal(out["dst"], (x - mean) * rstd)
 
 
-@pytest.mark.parametrize("pair", [("multiply", "add"), ("multiply", None), ("add", None)])
+@pytest.mark.parametrize("pair", [("rsqrt", None), ("reciprocal", "abs"), ("abs", None)])
 def test_tensor_scalar_on_scalar_engine(pair):
+    """NeuronCore-v2's Scalar engine runs the operators the ALU table gives it: abs, rsqrt, reciprocal."""
     lay = Layout()
     op0, op1 = pair
     instr = make("tensor_scalar", engine="scalar", dst=lay.tile("bf16", 8, 8), data=lay.tile("f32", 8, 8),
                  op0=op0, operand0=const(0.5), op1=op1, operand1=lay.tile("f32", 8, 1) if op1 else None)
-    check(instr, np.random.default_rng(6))
+    check(instr, np.random.default_rng(6), edges=0.2)
+
+
+@pytest.mark.parametrize("pair", [("multiply", "add"), ("multiply", None), ("add", None)])
+def test_tensor_scalar_add_multiply_on_scalar_is_v3(pair):
+    """nki.api.shared: add and multiply run on the Scalar engine only from NeuronCore-v3 (the pairs nki.isa
+    lists for Scalar's tensor_scalar are trn2's): refused on v2, naming the engines that do run them."""
+    lay = Layout()
+    op0, op1 = pair
+    instr = make("tensor_scalar", engine="scalar", dst=lay.tile("bf16", 8, 8), data=lay.tile("f32", 8, 8),
+                 op0=op0, operand0=const(0.5), op1=op1, operand1=lay.tile("f32", 8, 1) if op1 else None)
+    fails(instr, rf"op0={op0} does not run on the scalar engine of NeuronCore-v2 \(the Scalar engine runs add and"
+          rf" multiply from NeuronCore-v3 on\); {op0} runs on vector and gpsimd \(rule alu-engine\)")
+
+
+def test_int32_add_on_vector_is_refused_and_exact_on_gpsimd():
+    """32-bit integer add and multiply run only on GpSimd (nki.api.shared): on Vector, 16777217 + 0 would go
+    through fp32 and come back 16777216. GpSimd adds the integers, modulo 2**32."""
+    lay = Layout()
+    data = np.array([[16777217, 2**31 - 1, -5]], np.int32)
+    for engine in ("vector", "gpsimd"):
+        instr = make("tensor_scalar", engine=engine, dst=lay.tile("i32", 1, 3), data=lay.tile("i32", 1, 3),
+                     op0="add", operand0=const(0, "i32"), op1="multiply", operand1=const(3, "i32"))
+        if engine == "vector":
+            fails(instr, r"add of 32-bit integer tiles \('dst', 'data'\) runs only on the GpSimd engine.*"
+                         r"\(rule int32-add-multiply\)", data=data)
+            continue
+        out = check(instr, np.random.default_rng(0), data=data)
+        assert out["dst"].tolist() == [[16777217 * 3, (2**31 - 1) * 3 - 2**32, -15]]
+    instr = make("tensor_tensor", dst=lay.tile("i32", 1, 3), data1=lay.tile("i32", 1, 3), data2=lay.tile("i32", 1, 3),
+                 op="add")
+    fails(instr, r"\(rule int32-add-multiply\)")
+    fails(make("tensor_scalar", engine="gpsimd", dst=lay.tile("i32", 1, 3), data=lay.tile("i32", 1, 3), op0="add",
+               operand0=const(0.5)), r"32-bit integer add takes integer constants; 'operand0' is 0.5")
 
 
 def test_tensor_scalar_rsqrt_on_gpsimd():
@@ -176,8 +217,7 @@ def test_tensor_scalar_errors():
     fails(make("tensor_scalar", dst=lay.tile("i32", 4, 8), data=lay.tile("i32", 4, 8), op0="bitwise_or",
                operand0=const(math.nan)), "integer constants; 'operand0' is nan")
     fails(make("tensor_scalar", engine="scalar", dst=d, data=s, op0="subtract", operand0=const(1.0)),
-          "Scalar engine runs tensor_scalar only as multiply then add, multiply alone, add alone;"
-          " not op0=subtract, op1=None")
+          r"op0=subtract does not run on the scalar engine of NeuronCore-v2; subtract runs on vector \(rule alu-engine\)")
     fails(make("tensor_scalar", dst=d, data=s, op0="add", operand0=lay.tile("f32", 4, 2)),
           r"'operand0' must be a \[4, 1\] column \(one value per partition\), not \[4, 2\]")
     fails(make("tensor_scalar", dst=lay.tile("f32", 4, 9), data=s, op0="add", operand0=const(1.0)),
@@ -218,7 +258,7 @@ def test_tensor_scalar_reduce_errors():
           "reduce_op must be one of add, subtract, multiply, maximum, minimum, not logical_or")
     fails(make("tensor_scalar_reduce", dst=lay.tile("i32", 4, 8), data=lay.tile("i32", 4, 8), op0="bitwise_and",
                operand0=const(1, "i32"), reduce_op="add", reduce_res=lay.tile("f32", 4, 1)),
-          r"op0 \(an arithmetic operator\) must be one of .* not bitwise_and")
+          r"op0 is the bitwise operator bitwise_and; tensor_scalar_reduce takes arithmetic operators")
     fails(make("tensor_scalar_reduce", dst=d, data=s, op0="add", operand0=const(1.0), reduce_op="add",
                reduce_res=lay.tile("f32", 4, 2)), r"'reduce_res' must be a \[4, 1\] column")
 
@@ -284,7 +324,7 @@ def test_tensor_reduce_every_op(op, negate):
 @pytest.mark.parametrize("free,axis,kept", [
     ((40,), (1,), 1), ((4, 10), (2,), 4), ((4, 10), (1, 2), 1), ((2, 3, 4), (3,), 6), ((2, 3, 4), (2, 3), 2),
     ((2, 3, 4, 5), (1, 2, 3, 4), 1), ((2, 3, 4, 5), (4, 3), 6)])
-@pytest.mark.parametrize("dt", ["f32", "bf16", "fp8e4", "i32", "u8"])
+@pytest.mark.parametrize("dt", ["f32", "bf16", "fp8e4", "i16", "u8"])
 def test_tensor_reduce_axes(free, axis, kept, dt):
     lay = Layout()
     instr = make("tensor_reduce", dst=lay.tile(dt, 16, kept), data=lay.tile(dt, 16, *free), op="add", axis=axis)
@@ -293,27 +333,27 @@ def test_tensor_reduce_axes(free, axis, kept, dt):
 
 def test_tensor_reduce_hand_computed():
     lay = Layout()
-    instr = make("tensor_reduce", dst=lay.tile("f32", 2, 1), data=lay.tile("f32", 2, 4), op="add")
+    instr = make("tensor_reduce", dst=lay.tile("f32", 2, 1), data=lay.tile("f32", 2, 4), op="add", axis=(1,))
     x = f32(1e8, 1, -1e8, 1, 0.1, 0.2, 0.3, 0.4).reshape(2, 4)
     out = check(instr, np.random.default_rng(0), data=x)
     for p in range(2):
         assert out["dst"][p, 0] == seq_fold(lambda a, b: F32(a + b), list(x[p]))
     assert out["dst"][0, 0] == 1.0  # pairwise (1e8 + 1) + (-1e8 + 1) would give 0
     # subtract folds from the first element: x0 - x1 - x2 - x3
-    instr = make("tensor_reduce", dst=lay.tile("f32", 1, 1), data=lay.tile("f32", 1, 4), op="subtract")
+    instr = make("tensor_reduce", dst=lay.tile("f32", 1, 1), data=lay.tile("f32", 1, 4), op="subtract", axis=(1,))
     out = check(instr, np.random.default_rng(0), data=f32(10, 1, 2, 3).reshape(1, 4))
     assert out["dst"][0, 0] == 4.0
     # softmax.s: -(row maximum), with the -inf entries of a masked row
-    instr = make("tensor_reduce", dst=lay.tile("f32", 2, 1), data=lay.tile("f32", 2, 3), op="maximum", negate=True)
+    instr = make("tensor_reduce", dst=lay.tile("f32", 2, 1), data=lay.tile("f32", 2, 3), op="maximum", negate=True, axis=(1,))
     out = check(instr, np.random.default_rng(0), data=f32(-np.inf, 2.5, -np.inf, -0.0, -0.0, -1).reshape(2, 3))
     assert out["dst"][:, 0].tolist() == [-2.5, 0.0]
     assert not np.signbit(out["dst"][1, 0])  # max of -0s is -0; negated: +0
     # the reduced axes are the innermost ones: [P, 2, 3] over axis 2 sums each row of 3
-    instr = make("tensor_reduce", dst=lay.tile("i32", 1, 2), data=lay.tile("i32", 1, 2, 3), op="add", axis=(2,))
-    out = check(instr, np.random.default_rng(0), data=np.arange(6, dtype=np.int32).reshape(1, 2, 3))
+    instr = make("tensor_reduce", dst=lay.tile("i16", 1, 2), data=lay.tile("i16", 1, 2, 3), op="add", axis=(2,))
+    out = check(instr, np.random.default_rng(0), data=np.arange(6, dtype=np.int16).reshape(1, 2, 3))
     assert out["dst"].tolist() == [[3, 12]]
     # bitwise reduction on the integer bits
-    instr = make("tensor_reduce", dst=lay.tile("u16", 1, 1), data=lay.tile("u16", 1, 3), op="bitwise_or")
+    instr = make("tensor_reduce", dst=lay.tile("u16", 1, 1), data=lay.tile("u16", 1, 3), op="bitwise_or", axis=(1,))
     out = check(instr, np.random.default_rng(0), data=np.array([[0x0101, 0x1000, 0x8000]], np.uint16))
     assert out["dst"][0, 0] == 0x9101
 
@@ -323,7 +363,7 @@ def test_tensor_reduce_softmax_row_max():
     rng = np.random.default_rng(22)
     lay = Layout()
     instr = make("tensor_reduce", dst=lay.tile("f32", 128, 1), data=lay.tile("f32", 128, 1024), op="maximum",
-                 negate=True)
+                 negate=True, axis=(1,))
     x = rng.standard_normal((128, 1024), dtype=F32) * F32(4)
     x[3, ::2] = -np.inf
     out = check(instr, rng, data=x)
@@ -343,10 +383,10 @@ def test_tensor_reduce_errors():
     fails(make("tensor_reduce", dst=lay.tile("f32", 4, 5), data=s, op="add", axis=(2,)),
           r"'dst' is \[4, 5\] but reducing \[4, 3, 5\] over axis \[2\] leaves \[4, 3\]")
     fails(make("tensor_reduce", dst=lay.tile("i32", 4, 1), data=lay.tile("i32", 4, 8), op="bitwise_and",
-               negate=True), "negate applies to arithmetic reductions, not to the bitwise operator bitwise_and")
-    fails(make("tensor_reduce", dst=lay.tile("i32", 4, 1), data=lay.tile("f32", 4, 8), op="bitwise_xor"),
+               negate=True, axis=(1,)), "negate applies to arithmetic reductions, not to the bitwise operator bitwise_and")
+    fails(make("tensor_reduce", dst=lay.tile("i32", 4, 1), data=lay.tile("f32", 4, 8), op="bitwise_xor", axis=(1,)),
           "bitwise_xor needs integer tiles; 'data' is f32")
-    fails(make("tensor_reduce", dst=lay.tile("f32", 4, 1), data=lay.tile("f32", 4, 8), op="divide"),
+    fails(make("tensor_reduce", dst=lay.tile("f32", 4, 1), data=lay.tile("f32", 4, 8), op="divide", axis=(1,)),
           "divide is not a reduction operator")
 
 
@@ -405,7 +445,7 @@ def test_tensor_tensor_scan_errors():
                initial=const(0.0), op0="abs", op1="add"), "op0 must be a binary arithmetic operator, not abs")
     fails(make("tensor_tensor_scan", dst=lay.tile("i32", 2, 4), data0=lay.tile("i32", 2, 4),
                data1=lay.tile("i32", 2, 4), initial=const(0.0), op0="add", op1="bitwise_or"),
-          "op1 must be a binary arithmetic operator, not bitwise_or")
+          "op1 is the bitwise operator bitwise_or; tensor_tensor_scan takes arithmetic operators")
     fails(make("tensor_tensor_scan", dst=t, data0=lay.tile("f32", 2, 4), data1=lay.tile("f32", 2, 3),
                initial=const(0.0), op0="add", op1="add"), r"'dst' is \[2, 4\] and 'data1' is \[2, 3\]")
     fails(make("tensor_tensor_scan", dst=t, data0=lay.tile("f32", 2, 4), data1=lay.tile("f32", 2, 4),
@@ -578,6 +618,7 @@ def test_tensor_scalar_hypothesis(src_dt, dst_dt, op0, op1, rev0, rev1, column, 
     instr = make("tensor_scalar", dst=lay.tile(dst_dt, p, f, partition=start),
                  data=lay.tile(src_dt, p, dims=data.draw(free_dims(f, True)), partition=start), op0=op0,
                  operand0=operand, reverse0=rev0, op1=op1, operand1=const(2.0) if op1 else None, reverse1=rev1)
+    legal(instr)
     check(instr, np.random.default_rng(data.draw(st.integers(0, 2**32 - 1))))
 
 
@@ -596,6 +637,7 @@ def test_tensor_reduce_hypothesis(src_dt, dst_dt, op, negate, free, k, p, seed):
     axis = tuple(range(len(free) - k + 1, len(free) + 1))
     instr = make("tensor_reduce", dst=lay.tile(dst_dt, p, kept), data=lay.tile(src_dt, p, *free), op=op,
                  axis=axis, negate=negate)
+    legal(instr)
     check(instr, np.random.default_rng(seed))
 
 
@@ -609,6 +651,7 @@ def test_tensor_tensor_scan_hypothesis(dt0, dst_dt, op0, op1, rev0, rev1, p, f, 
     instr = make("tensor_tensor_scan", dst=lay.tile(dst_dt, p, f), data0=lay.tile(dt0, p, dims=data.draw(
                  free_dims(f, True))), data1=lay.tile("f32", p, f), initial=initial, op0=op0, op1=op1,
                  reverse0=rev0, reverse1=rev1)
+    legal(instr)
     check(instr, np.random.default_rng(data.draw(st.integers(0, 2**32 - 1))))
 
 
@@ -620,6 +663,7 @@ def test_scalar_tensor_tensor_hypothesis(dt, op0, op1, rev0, rev1, p, f, data):
     instr = make("scalar_tensor_tensor", dst=lay.tile(dt, p, f), data=lay.tile(dt, p, dims=data.draw(
                  free_dims(f, True))), op0=op0, operand0=lay.tile("f32", p, 1), op1=op1,
                  operand1=lay.tile("bf16", p, dims=data.draw(free_dims(f, True))), reverse0=rev0, reverse1=rev1)
+    legal(instr)
     check(instr, np.random.default_rng(data.draw(st.integers(0, 2**32 - 1))))
 
 
@@ -664,4 +708,5 @@ def test_tensor_scalar_reduce_hypothesis(src_dt, dst_dt, op0, reduce_op, reverse
     instr = make("tensor_scalar_reduce", dst=lay.tile(dst_dt, p, f), data=lay.tile(src_dt, p, dims=data.draw(
                  free_dims(f, True))), op0=op0, operand0=const(0.5), reduce_op=reduce_op,
                  reduce_res=lay.tile(data.draw(st.sampled_from(ALL)), p, 1), reverse0=reverse)
+    legal(instr)
     check(instr, np.random.default_rng(data.draw(st.integers(0, 2**32 - 1))))

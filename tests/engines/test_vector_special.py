@@ -621,16 +621,16 @@ def test_transpose_vector_known_answer(vector_transpose):
     assert out.tolist() == [[1, 7], [2, 8], [3, 9], [4, 10], [5, 11], [6, 12]]
 
 
-def test_transpose_vector_errors(vector_transpose):
+def test_transpose_vector_errors():
     lay = Layout()
     msg = sim_error(make("nc_transpose", engine="vector", dst=lay.tile("f32", 33, 4), data=lay.tile("f32", 4, 33)))
     assert "32x32" in msg and "4x33" in msg
     lay = Layout()
     msg = sim_error(make("nc_transpose", engine="vector", dst=lay.tile("f32", 4, 8), data=lay.tile("f32", 4, 8)))
-    assert "'dst' must be [8, 4]" in msg and "[4, 8]" in msg
+    assert "'dst' must be [F, P] = [8, 4]" in msg and "[4, 8]" in msg
     lay = Layout()
     msg = sim_error(make("nc_transpose", engine="vector", dst=lay.tile("bf16", 8, 4), data=lay.tile("f32", 4, 8)))
-    assert "dtype f32, not bf16" in msg
+    assert "the dtype of 'data' (f32), not bf16" in msg
 
 
 def test_transpose_vector_through_the_registered_dispatcher():
