@@ -48,11 +48,11 @@ PROGRAM = """\
 
 dma_copy a, x
 memset col, 0.5
-activation b, a, gelu, bias=col, reduce_cmd=reset_reduce, reduce_res=col
-activation c, b, softplus
-tensor_reduce col, c, add
-iota ints, [[1, 64]], channel_multiplier=64
-tensor_reduce ired, ints, bitwise_xor
+activation b, gelu, a, bias=col, reduce_cmd=reset_reduce, reduce_res=col
+activation c, softplus, b
+tensor_reduce col, add, c, 1
+iota ints, [[1, 64]], 0, channel_multiplier=64
+tensor_reduce ired, bitwise_xor, ints, 1
 tensor_tensor_scan c, a, b, 0.0, multiply, add
 nc_matmul acc, a, b
 tensor_copy b[0:64, :], acc

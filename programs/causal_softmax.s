@@ -38,10 +38,10 @@ dma_copy kt, k_t, queue=1
 
 .for r in 0..S / 128
   nc_matmul         sc[:, r % 2, :], qt[:, r*128 : r*128 + 128], kt
-  activation        s[:, r % 2, :], sc[:, r % 2, :], copy, scale=SCALE
-  affine_select     s[:, r % 2, :], s[:, r % 2, :], [[-1, S]], -inf, offset=r*128, channel_multiplier=1, cmp_op=greater_equal
-  tensor_reduce     neg_m, s[:, r % 2, :], maximum, negate=true
-  activation_reduce e[:, r % 2, :], s[:, r % 2, :], exp, ssum, bias=neg_m
+  activation        s[:, r % 2, :], copy, sc[:, r % 2, :], scale=SCALE
+  affine_select     s[:, r % 2, :], [[-1, S]], r*128, 1, s[:, r % 2, :], -inf, cmp_op=greater_equal
+  tensor_reduce     neg_m, maximum, s[:, r % 2, :], 1, negate=true
+  activation_reduce e[:, r % 2, :], exp, s[:, r % 2, :], add, ssum, bias=neg_m
   reciprocal        rs, ssum
   tensor_scalar     e[:, r % 2, :], e[:, r % 2, :], multiply, rs
   dma_copy p[r*128 : r*128 + 128, :], e[:, r % 2, :], queue=2

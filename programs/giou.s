@@ -55,11 +55,11 @@
   tensor_tensor tmp, p[:, c, 2::4], t[:, c, 2::4], minimum
   tensor_tensor w, p[:, c, 0::4], t[:, c, 0::4], maximum
   tensor_tensor w, tmp, w, subtract
-  activation    w, w, relu
+  activation    w, relu, w
   tensor_tensor tmp, p[:, c, 3::4], t[:, c, 3::4], minimum
   tensor_tensor h, p[:, c, 1::4], t[:, c, 1::4], maximum
   tensor_tensor h, tmp, h, subtract
-  activation    h, h, relu
+  activation    h, relu, h
   tensor_tensor inter, w, h, multiply
 
   # union and IoU
@@ -72,11 +72,11 @@
   tensor_tensor tmp, p[:, c, 2::4], t[:, c, 2::4], maximum
   tensor_tensor w, p[:, c, 0::4], t[:, c, 0::4], minimum
   tensor_tensor w, tmp, w, subtract
-  activation    w, w, relu
+  activation    w, relu, w
   tensor_tensor tmp, p[:, c, 3::4], t[:, c, 3::4], maximum
   tensor_tensor h, p[:, c, 1::4], t[:, c, 1::4], minimum
   tensor_tensor h, tmp, h, subtract
-  activation    h, h, relu
+  activation    h, relu, h
   tensor_tensor tmp, w, h, multiply
   tensor_scalar tmp, tmp, maximum, EPS
 

@@ -46,7 +46,7 @@ memset c2, C2, engine=gpsimd
 
 .for i in 0..N / 128
   dma_copy lt[:, i % 2, :], logits[i*128 : i*128 + 128, :], queue=i % 2
-  iota          x, [[1, V]], offset=i*128*V, channel_multiplier=V
+  iota          x, [[1, V]], i*128*V, channel_multiplier=V
   tensor_scalar x, x, bitwise_xor, SEED
   tensor_scalar t, x, right_shift, 16
   tensor_tensor x, x, t, bitwise_xor
@@ -58,8 +58,8 @@ memset c2, C2, engine=gpsimd
   tensor_tensor x, x, t, bitwise_xor
   tensor_scalar t, x, right_shift, 8
   tensor_scalar u, t, multiply, TWO_M24
-  activation    g, u, log
-  activation    g, g, log, scale=-1.0
+  activation    g, log, u
+  activation    g, log, g, scale=-1.0
   tensor_tensor z[:, i % 2, :], lt[:, i % 2, :], g, subtract
   max8           topt[:, i, :], z[:, i % 2, :]
   nc_find_index8 idxt[:, i, :], z[:, i % 2, :], topt[:, i, :]

@@ -56,7 +56,7 @@ memset   eps_col, EPS
   bn_stats stats[:, c*6 : c*6 + 6], xt[:, i % 2, c*CHUNK : c*CHUNK + CHUNK]
 .end
   bn_aggr    mv, stats
-  activation rstd, mv[:, 1:2], rsqrt, bias=eps_col
+  activation rstd, rsqrt, mv[:, 1:2], bias=eps_col
   tensor_scalar yt[:, i % 2, :], xt[:, i % 2, :], subtract, mv[:, 0:1], op1=multiply, operand1=rstd
   tensor_tensor yt[:, i % 2, :], yt[:, i % 2, :], g, multiply
   tensor_tensor yt[:, i % 2, :], yt[:, i % 2, :], b, add

@@ -58,12 +58,12 @@ dma_copy bt, hbm.f32[@0, [0, 128], [1, F]], queue=1
   nc_matmul acc, xts[:, k, :], ws[:, k, :], accumulate=k > 0
 .end
   tensor_tensor h, acc, bt, add
-  activation    yb[:, m % 2, :], h, gelu
+  activation    yb[:, m % 2, :], gelu, h
   dma_copy y[m*128 : m*128 + 128, :], yb[:, m % 2, :], queue=2, engine=gpsimd
 .for c in 0..F / 128
   nc_transpose yT[:, c, :], yb[:, m % 2, c*128 : c*128 + 128]
 .end
-  activation yts[:, :, m*128 : m*128 + 128], yT, copy
+  activation yts[:, :, m*128 : m*128 + 128], copy, yT
 .end
 .for c in 0..F / 128
   dma_copy y_t[c*128 : c*128 + 128, :], yts[:, c, :], queue=3 + c % 2, engine=gpsimd

@@ -24,7 +24,7 @@
 .for i in 0..N / 128
   dma_copy xt, x[i*128 : i*128 + 128, :], queue=0
   dma_copy dyt, dy[i*128 : i*128 + 128, :], queue=1
-  activation yt, xt, relu
+  activation yt, relu, xt
   # (x > 0) * dy: op0 compares x with 0.0, op1 multiplies by dy
   scalar_tensor_tensor dxt, xt, greater, 0.0, multiply, dyt
   dma_copy y[i*128 : i*128 + 128, :], yt, queue=2, engine=gpsimd

@@ -29,8 +29,8 @@
 .for i in 0..N / 128
   dma_copy xt[:, i % 2, :], x[i*128 : i*128 + 128, :], queue=0
 
-  tensor_reduce     neg_m, xt[:, i % 2, :], maximum, negate=true
-  activation_reduce yt[:, i % 2, :], xt[:, i % 2, :], exp, s, bias=neg_m
+  tensor_reduce     neg_m, maximum, xt[:, i % 2, :], 1, negate=true
+  activation_reduce yt[:, i % 2, :], exp, xt[:, i % 2, :], add, s, bias=neg_m
   reciprocal        r, s
   tensor_scalar     yt[:, i % 2, :], yt[:, i % 2, :], multiply, r
 

@@ -148,8 +148,8 @@ def program_text(blocks: int) -> str:
 .for j in 0..J
   dma_copy      xs[:, j % 2, :], x[((i*J + j) % R) * 128 : ((i*J + j) % R) * 128 + 128, :]
   tensor_tensor w, xs[:, j % 2, :], xs[:, j % 2, :], multiply
-  activation    v, w, gelu
-  iota          idx, [[1, 512]], offset=j
+  activation    v, gelu, w
+  iota          idx, [[1, 512]], j
   tensor_tensor idx, idx, idx, add, engine=gpsimd
   tensor_copy   idxf, idx
   tensor_tensor os[:, j % 2, :], v, idxf, add
@@ -162,7 +162,7 @@ def program_text(blocks: int) -> str:
   nc_matmul acc[:, n % 2, :], at[:, k, m*128 : m*128 + 128], bt[:, k % 2, :], accumulate=k > 0
 .end
   tensor_copy ct[:, n % 2, :], acc[:, n % 2, :]
-  activation  ct[:, n % 2, :], ct[:, n % 2, :], relu
+  activation  ct[:, n % 2, :], relu, ct[:, n % 2, :]
   dma_copy    c[m*128 : m*128 + 128, n*512 : n*512 + 512], ct[:, n % 2, :], engine=gpsimd
 .end
 .end

@@ -15,7 +15,8 @@ without NUL bytes, stored NUL-terminated in `.strtab` and named by its byte offs
           each engine, in `ENGINES` order. Any of them may be empty.
 
     [6]   .ncsim.kernel   SHT_PROGBITS, 16 bytes, sh_link = .strtab:
-              0  u32    format version (FORMAT_VERSION = 1)
+              0  u32    format version (FORMAT_VERSION = 2; 1 had the operand layouts before NKI 2.27's
+                        forms, and is refused with the version named)
               4  u8[4]  reserved, 0
               8  u32    kernel name (.strtab offset); not empty
              12  u32    reserved, 0
@@ -75,7 +76,7 @@ from ncsim.dtypes import by_code
 from ncsim.errors import ObjectFileError
 from ncsim.memory.access import Memory
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: operands in nki.isa's order of SDK 2.27 (issue 11); objects of version 1 are refused
 MAX_DIMS = 8
 MEMORY_CODES: dict[str, int] = {m.label: int(m) for m in (Memory.SBUF, Memory.PSUM, Memory.HBM)}
 _MEMORY_BY_CODE = {code: label for label, code in MEMORY_CODES.items()}

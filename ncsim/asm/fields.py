@@ -383,39 +383,56 @@ class APKind(Kind):
 
 # --------------------------------------------------------------------------- scalars
 
+NONE_U32 = 0xFFFFFFFF  # an optional IntKind's `none`
+
+
 @dataclass(frozen=True)
 class IntKind(Kind):
-    """An integer immediate in [lo, hi], encoded in 4 bytes."""
+    """An integer immediate in [lo, hi], encoded in 4 bytes. With `optional` (only for lo >= 0) it
+    may also be `none`, encoded as 0xFFFFFFFF."""
 
     lo: int = INT32_MIN
     hi: int = INT32_MAX
+    optional: bool = False
     size: int = 4
     kind_name: str = "integer"
 
-    def describe(self) -> str:
-        return f"integer {self.lo}..{self.hi}"
+    def __post_init__(self) -> None:
+        assert not self.optional or 0 <= self.lo <= self.hi < NONE_U32, "optional integers are unsigned"
 
-    def parse(self, cur: Cursor, env: ParseEnv) -> int:
-        return parse_int(cur, env.names, "an integer")
+    def describe(self) -> str:
+        return f"integer {self.lo}..{self.hi}" + (", or none" if self.optional else "")
+
+    def parse(self, cur: Cursor, env: ParseEnv) -> int | None:
+        tok = cur.peek()
+        if self.optional and tok.kind == "ident" and tok.text == "none":
+            cur.next()
+            return None
+        return parse_int(cur, env.names, "an integer" + (" or none" if self.optional else ""))
 
     def check(self, value: Any) -> None:
+        if value is None and self.optional:
+            return
         if not is_int(value) or not self.lo <= value <= self.hi:
             raise FieldError(f"{value} is outside {self.lo}..{self.hi}")
 
-    def encode(self, value: int) -> bytes:
-        return struct.pack("<q", value)[:4]
+    def encode(self, value: int | None) -> bytes:
+        return struct.pack("<q", NONE_U32 if value is None else value)[:4]
 
     def patch(self, out: np.ndarray, off: int, value: Any) -> None:
         put_lanes(out, off, value, 4)
 
-    def decode(self, buf: bytes, off: int) -> int:
+    def decode(self, buf: bytes, off: int) -> int | None:
         fmt = "<i" if self.lo < 0 else "<I"
         value = struct.unpack_from(fmt, buf, off)[0]
+        if self.optional and value == NONE_U32:
+            return None
         self.check(value)
         return value
 
-    def format(self, value: int) -> str:
-        return str(value)
+    def format(self, value: int | None) -> str:
+        return "none" if value is None else str(value)
+
 
 
 @dataclass(frozen=True)

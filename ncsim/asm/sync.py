@@ -106,7 +106,8 @@ def accesses(instr: Instruction) -> list[Access]:
 
 
 def _accumulates(instr: Instruction) -> bool:
-    return bool(instr.operands.get("accumulate"))
+    """Whether the instruction reads dst too: a matmul's accumulate, a DMA's read-modify-write."""
+    return bool(instr.operands.get("accumulate")) or instr.operands.get("dst_rmw_op") is not None
 
 
 @lru_cache(maxsize=65536)

@@ -250,10 +250,11 @@ def tensor_partition_reduce(instr: Instruction, config: Config) -> Cost:
 
 @cost("local_gather")
 def local_gather(instr: Instruction, config: Config) -> Cost:
-    src, index = _ap(instr, "src"), _ap(instr, "index")
+    src, index = _ap(instr, "src_buffer"), _ap(instr, "index")
     e = instr.operands["num_elem_per_idx"]
-    valid = instr.operands["num_valid_indices"] or index.free_elements * min(
-        index.partitions, config.gpsimd_partitions_per_core)
+    valid = instr.operands["num_valid_indices"]
+    if valid is None:
+        valid = index.free_elements * min(index.partitions, config.gpsimd_partitions_per_core)
     t, base = config.local_gather_t, config.local_gather_overhead
     c = ((base + t * e) / (t * e)) / min(4 / src.dtype.itemsize, e)
     start = config.gpsimd_iota_fixed_cycles

@@ -35,12 +35,11 @@ dma_copy sbuf.f32[0:128, @0, [1,512]], hbm.f32[@0, [512,128], [1,512]], queue=3,
 sem_wait s1>=1, engine=tensor
 nc_matmul psum.f32[0:128, @0, [1,512]], sbuf.bf16[0:128, @2048, [1,128]], sbuf.bf16[0:128, @0, [1,512]], \
 wait=[s1>=1], signal=[s2+=1]
-activation sbuf.f32[0:128, @0, [1,512]], psum.f32[0:128, @0, [1,512]], relu, bias=sbuf.f32[0:128, @4096, [1,1]], \
+activation sbuf.f32[0:128, @0, [1,512]], relu, psum.f32[0:128, @0, [1,512]], bias=sbuf.f32[0:128, @4096, [1,1]], \
 scale=0.5, reduce_cmd=reset_reduce, reduce_res=sbuf.f32[0:128, @4100, [1,1]], wait=[s2>=1]
 tensor_tensor sbuf.f32[0:64, @0, [1,256]], sbuf.f32[0:64, @1024, [1,256]], psum.f32[0:64, @0, [1,256]], multiply
-tensor_scalar sbuf.f32[0:128, @0, [1,512]], sbuf.f32[0:128, @0, [1,512]], multiply, 1.5, op1=add, operand1=0, \
-engine=scalar
-iota sbuf.i32[0:128, @8192, [1,64]], [[1,64]], offset=3, channel_multiplier=64
+tensor_scalar sbuf.f32[0:128, @0, [1,512]], sbuf.f32[0:128, @0, [1,512]], multiply, 1.5, op1=add, operand1=0
+iota sbuf.i32[0:128, @8192, [1,64]], [[1,64]], 3, channel_multiplier=64
 sem_signal s3=0, engine=vector
 dma_copy hbm.f32[@262144, [512,128], [1,512]], sbuf.f32[0:128, @0, [1,512]], queue=15, engine=scalar, \
 wait=[s2>=1, s3==0]
@@ -55,15 +54,15 @@ wait=[s2>=1, s3==0]
 memset sbuf.i32[0:128, @10240, [1,16]], 0, engine=gpsimd   # offsets of the dynamic copies below
 \tnc_transpose psum.f32[0:128, @0, [1,128]], sbuf.f32[0:128, @0, [1,128]]   # Tensor: SBUF -> PSUM
 nc_transpose sbuf.f32[0:32, @512, [1,32]], sbuf.f32[0:32, @0, [1,32]], engine=vector
-activation_reduce sbuf.f32[0:128, @0, [1,512]], sbuf.f32[0:128, @0, [1,512]], exp, sbuf.f32[0:128, @2048, [1,1]], \
+activation_reduce sbuf.f32[0:128, @0, [1,512]], exp, sbuf.f32[0:128, @0, [1,512]], add, sbuf.f32[0:128, @2048, [1,1]], \
 scale=-1.0
-activation sbuf.bf16[0:128, @4096, [2,256]], psum.f32[0:128, @2048, [1,256]], gelu_apprx_tanh, \
+activation sbuf.bf16[0:128, @4096, [2,256]], gelu_apprx_tanh, psum.f32[0:128, @2048, [1,256]], \
 scale=sbuf.f32[0:128, @2052, [1,1]], reduce_cmd=reduce
 tensor_scalar_reduce sbuf.f32[0:128, @0, [1,512]], sbuf.f32[0:128, @0, [1,512]], multiply, 2, maximum, \
 sbuf.f32[0:128, @2056, [1,1]], reverse0=true
 scalar_tensor_tensor sbuf.f32[0:128, @0, [16,32], [1,16]], sbuf.f32[0:128, @0, [16,32], [1,16]], subtract, \
 sbuf.f32[0:128, @2060, [1,1]], multiply, psum.f32[0:128, @0, [16,32], [1,16]], reverse1=true
-tensor_reduce sbuf.f32[0:128, @2064, [1,4]], sbuf.f32[0:128, @0, [128,4], [1,128]], max, axis=[2], negate=true
+tensor_reduce sbuf.f32[0:128, @2064, [1,4]], max, sbuf.f32[0:128, @0, [128,4], [1,128]], [2], negate=true
 tensor_tensor_scan sbuf.f32[0:128, @0, [1,256]], sbuf.f32[0:128, @0, [1,256]], sbuf.f32[0:128, @1024, [1,256]], \
 0.0, multiply, add
 tensor_copy sbuf.bf16[0:96, @4096, [1,512]], sbuf.f32[0:96, @0, [1,512]], engine=gpsimd
@@ -91,13 +90,13 @@ bitwise_xor
 tensor_tensor sbuf.f32[0:128, @0, [1,16]], sbuf.f32[0:128, @0, [1,16]], sbuf.f32[0:128, @64, [1,16]], pow, \
 engine=gpsimd
 tensor_scalar sbuf.f32[0:128, @0, [1,16]], sbuf.f32[0:128, @0, [1,16]], rsqrt, 0, engine=gpsimd
-affine_select sbuf.f32[0:128, @0, [1,128]], sbuf.f32[0:128, @0, [1,128]], [[-1,128]], -inf, cmp_op=greater_equal
-tensor_partition_reduce sbuf.f32[0:1, @0, [1,128]], sbuf.f32[0:128, @0, [1,128]], add
+affine_select sbuf.f32[0:128, @0, [1,128]], [[-1,128]], 0, 0, sbuf.f32[0:128, @0, [1,128]], -inf, cmp_op=greater_equal
+tensor_partition_reduce sbuf.f32[0:1, @0, [1,128]], add, sbuf.f32[0:128, @0, [1,128]]
 local_gather sbuf.f32[0:128, @0, [1,64]], sbuf.f32[0:128, @1024, [1,64]], sbuf.u16[0:128, @10240, [1,8]], \
 num_elem_per_idx=4, num_valid_indices=16
 sem_wait s255==4294967295, engine=gpsimd
 sem_signal s255-=1, engine=gpsimd, wait=[s0>=0, s1>=1, s2>=2, s3>=3, s4>=4, s5>=5, s6>=6, s7>=7]
-dma_copy sbuf.bf16[0:128, @4096, [1,1024]], hbm.f32[@65536, [1024,128], [1,1024]], accumulate=true, engine=gpsimd
+dma_copy sbuf.bf16[0:128, @4096, [1,1024]], hbm.f32[@65536, [1024,128], [1,1024]], dst_rmw_op=add, engine=gpsimd
 """,
     "locations": """\
 .kernel with_locations

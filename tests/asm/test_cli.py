@@ -209,7 +209,8 @@ def test_isa_describes_one_instruction(cli):
     assert res.code == 0, res.err
     out = res.out
     assert spec.syntax() in out
-    assert "nc_matmul dst, stationary, moving, accumulate=false" in out
+    assert ("nc_matmul dst, stationary, moving, is_stationary_onezero=false, is_moving_onezero=false,"
+            " is_transpose=false, accumulate=false, tile_position=[], tile_size=[], perf_mode=none") in out
     for heading in ("syntax:", "operands:", "semantics:", "cost:", "encoding"):
         assert heading in out, heading
     for operand in spec.all_operands:

@@ -57,7 +57,7 @@ def footprint(instr: Instruction) -> tuple[np.ndarray, np.ndarray]:
         ap = instr.operands.get(name)
         if isinstance(ap, AccessPattern):
             (writes if role == "w" else reads).append(byte_keys(ap))
-            if name == "dst" and instr.operands.get("accumulate"):
+            if name == "dst" and (instr.operands.get("accumulate") or instr.operands.get("dst_rmw_op")):
                 reads.append(byte_keys(ap))
     return np.unique(np.concatenate(reads)), np.unique(np.concatenate(writes))
 
@@ -198,7 +198,7 @@ def test_independent_work_gets_no_waits():
     prog = assembled("""\
 tensor_copy a, b
 tensor_copy c[0:32], d[0:32], engine=gpsimd
-activation d[32:64], c[32:64], relu
+activation d[32:64], relu, c[32:64]
 nc_matmul p[0:8], b, b
 dma_copy y, b, queue=1
 dma_copy e, x, queue=2, engine=scalar
@@ -209,7 +209,7 @@ dma_copy e, x, queue=2, engine=scalar
 
 
 def test_raw_across_engines_is_one_wait():
-    prog = assembled("tensor_copy a, b\nactivation c, a, relu\n")
+    prog = assembled("tensor_copy a, b\nactivation c, relu, a\n")
     (sem,) = prog.instructions[0].signals
     assert sem.op == "+=" and sem.value == 1
     assert prog.instructions[1].waits == (SemOp(sem.sem, ">=", 1),)
@@ -220,10 +220,10 @@ def test_raw_across_engines_is_one_wait():
 
 
 @pytest.mark.parametrize("body, kind", [
-    ("activation c, a, relu\ntensor_copy a, b\n", "WAR on sbuf (data -> dst)"),
+    ("activation c, relu, a\ntensor_copy a, b\n", "WAR on sbuf (data -> dst)"),
     ("tensor_copy a, b\ntensor_copy a, c, engine=gpsimd\n", "WAW on sbuf (dst -> dst)"),
     ("tensor_copy a[:, 0:4], b[:, 0:4]\nnc_matmul p[0:4], a[:, 3:7], b[:, 0:8]\n", "RAW on sbuf (dst -> stationary)"),
-    ("nc_matmul p[0:8], a, b\nactivation c, p, relu\n", "RAW on psum (dst -> data)"),
+    ("nc_matmul p[0:8], a, b\nactivation c, relu, p\n", "RAW on psum (dst -> data)"),
     ("dma_copy x, a, queue=0\ndma_copy b[0:32], x[31:63], queue=1\n", "RAW on hbm (dst -> src)"),
 ])
 def test_war_and_waw_and_raw_are_one_wait(body, kind):
@@ -236,7 +236,7 @@ def test_interleaved_strided_writes_do_not_wait():
     body = """\
 tensor_copy a[:, 0::2], b[:, 0:4]
 tensor_copy a[:, 1::2], c[:, 0:4], engine=gpsimd
-activation d, a, relu
+activation d, relu, a
 """
     assert edges_of(body) == {(0, 2), (1, 2)}
 
@@ -265,8 +265,8 @@ def test_hazards_on_one_engine_need_no_wait():
 tensor_copy a, b
 tensor_copy c, a
 tensor_copy a, c
-activation e, d, exp
-activation d, e, relu
+activation e, exp, d
+activation d, relu, e
 """
     assert edges_of(body) == set()
 
@@ -279,30 +279,30 @@ def test_dmas_on_one_queue_need_no_wait():
 def test_a_transitive_chain_waits_only_for_the_last_link():
     body = """\
 tensor_copy a, b
-activation c, a, relu
+activation c, relu, a
 nc_matmul p[0:8], a, c
 """
     assert edges_of(body) == {(0, 1), (1, 2)}
 
 
 def test_a_dma_into_a_tile_read_earlier_waits():
-    assert edges_of("activation c, a, relu\ndma_copy a, x, queue=1\n") == {(0, 1)}
-    assert "WAR on sbuf (data -> dst)" in assembled("activation c, a, relu\ndma_copy a, x, queue=1\n").sync_report
+    assert edges_of("activation c, relu, a\ndma_copy a, x, queue=1\n") == {(0, 1)}
+    assert "WAR on sbuf (data -> dst)" in assembled("activation c, relu, a\ndma_copy a, x, queue=1\n").sync_report
 
 
 def test_a_dma_follows_its_issuing_engine_but_the_engine_does_not_wait_for_it():
     # triggered by the Scalar engine after its activation completes: nothing to wait for
-    assert edges_of("activation c, a, relu\ndma_copy a, x, queue=1, engine=scalar\n") == set()
+    assert edges_of("activation c, relu, a\ndma_copy a, x, queue=1, engine=scalar\n") == set()
     # the Scalar engine goes on after triggering the transfer: overwriting its source must wait
-    assert edges_of("dma_copy x, a, queue=1, engine=scalar\nactivation a, c, relu\n") == {(0, 1)}
+    assert edges_of("dma_copy x, a, queue=1, engine=scalar\nactivation a, relu, c\n") == {(0, 1)}
 
 
 def test_manual_sync_inserts_nothing():
     body = """\
 .sync manual
 tensor_copy a, b, signal=[s7+=1]
-activation c, a, relu
-activation d, a, relu, wait=[s7>=1]
+activation c, relu, a
+activation d, relu, a, wait=[s7>=1]
 """
     prog = assembled(body)
     assert [(i.waits, i.signals) for i in prog.instructions] == [
@@ -316,7 +316,7 @@ def test_named_and_used_semaphores_are_not_reused():
 .sem done
 sem_signal s2+=1, engine=gpsimd
 tensor_copy a, b
-activation c, a, relu
+activation c, relu, a
 nc_matmul p[0:8], c, c
 dma_copy x, c, queue=4
 """
@@ -401,7 +401,7 @@ def programs(draw) -> str:
             lines.append(f"tensor_copy {dst}, {src}, engine={engine}")
         elif kind == "act":
             dst, src = draw(region(tiles_t + PSUM, rows, count)), draw(region(tiles_t + PSUM, rows, count))
-            lines.append(f"activation {dst}, {src}, copy")
+            lines.append(f"activation {dst}, copy, {src}")
         elif kind == "matmul":
             m = draw(st.integers(1, 8))
             first = draw(st.sampled_from([0, 32]))
@@ -414,8 +414,8 @@ def programs(draw) -> str:
             size = rows[1] - rows[0]
             dst = draw(region(tiles_t + HBM, draw(st.sampled_from(ROWS[size])), count))
             src = draw(region(tiles_t + HBM, draw(st.sampled_from(ROWS[size])), count))
-            accumulate = str(draw(st.booleans())).lower()
-            lines.append(f"dma_copy {dst}, {src}, queue={queue}, engine={issuer[queue]}, accumulate={accumulate}")
+            rmw = ", dst_rmw_op=add" if draw(st.booleans()) else ""
+            lines.append(f"dma_copy {dst}, {src}, queue={queue}, engine={issuer[queue]}{rmw}")
     return "\n".join(lines[:len(tiles)]) + "\n" + FIXED + "\n".join(lines[len(tiles):]) + "\n"
 
 

@@ -107,8 +107,8 @@ def test_every_program_is_race_free(path):
 
 
 @pytest.mark.parametrize(("third", "racy"), [
-    ("activation c, c, exp, wait=[s1>=1], signal=[s2+=1]", False),  # Scalar waits for the load
-    ("activation c, c, exp, signal=[s2+=1]", True),  # Scalar does not: its signal says nothing of the load
+    ("activation c, exp, c, wait=[s1>=1], signal=[s2+=1]", False),  # Scalar waits for the load
+    ("activation c, exp, c, signal=[s2+=1]", True),  # Scalar does not: its signal says nothing of the load
     ("sem_wait s1>=1, engine=gpsimd\nsem_signal s2+=1, engine=gpsimd", False),  # through semaphore instructions
 ])
 def test_a_path_through_a_third_engine_orders_them(tmp_path, third, racy):
@@ -153,16 +153,16 @@ def test_a_wait_for_two_signals_follows_both(tmp_path, count, races):
 def test_interleaved_strided_writes_do_not_race_but_overlapping_ones_do(tmp_path):
     """Exact footprints: even and odd columns of one tile share no byte though their spans overlap.
     Scalar and Vector hold no common port on SBUF, so the racing pair also overlaps in time."""
-    disjoint = HEAD + "tensor_copy a[:, 0::2], b[:, 0:256]\nactivation a[:, 1::2], b[:, 256:512], exp\n"
+    disjoint = HEAD + "tensor_copy a[:, 0::2], b[:, 0:256]\nactivation a[:, 1::2], exp, b[:, 256:512]\n"
     assert not find_races(timed(tmp_path, disjoint))
-    meeting = HEAD + "tensor_copy a[:, 0::2], b[:, 0:256]\nactivation a[:, 0::4], b[:, 256:384], exp\n"
+    meeting = HEAD + "tensor_copy a[:, 0::2], b[:, 0:256]\nactivation a[:, 0::4], exp, b[:, 256:384]\n"
     rep = find_races(timed(tmp_path, meeting, "meeting.s"))
     assert rep.total == 1 and rep.races[0].kind == "WAW" and rep.races[0].overlap_ns > 0
     assert "overlapped for" in rep.format()
 
 
 def test_different_partitions_do_not_race(tmp_path):
-    src = HEAD + "tensor_copy a[0:64, :], b[0:64, :]\nactivation a[64:128, :], b[64:128, :], exp\n"
+    src = HEAD + "tensor_copy a[0:64, :], b[0:64, :]\nactivation a[64:128, :], exp, b[64:128, :]\n"
     assert not find_races(timed(tmp_path, src))
 
 

@@ -89,7 +89,7 @@ def test_back_to_back_scalar_and_gpsimd():
     lay = Layout()
     src = tile(lay, free=300)
     acts = [make("activation", dst=tile(lay, free=300), data=src, op="exp") for _ in range(5)]
-    iotas = [make("iota", dst=tile(lay, "i32", 200), pattern=((1, 200),)) for _ in range(4)]
+    iotas = [make("iota", dst=tile(lay, "i32", 200), pattern=((1, 200),), offset=0) for _ in range(4)]
     r = run(scalar=acts, gpsimd=iotas)
     scalar = r.end[r.engine == 2].max()
     gpsimd = r.end[r.engine == 3].max()
@@ -276,7 +276,7 @@ def test_vector_and_scalar_take_turns_on_psum_but_not_on_sbuf():
 def test_gpsimd_and_vector_on_different_memories_run_together():
     lay = Layout()
     v = make("tensor_copy", dst=tile(lay, memory=Memory.PSUM), src=tile(lay, memory=Memory.PSUM), engine="vector")
-    g = make("iota", dst=tile(lay, "i32", 64), pattern=((1, 64),))
+    g = make("iota", dst=tile(lay, "i32", 64), pattern=((1, 64),), offset=0)
     r = run(vector=[v], gpsimd=[g])
     assert list(r.start) == [0, 0]
 
