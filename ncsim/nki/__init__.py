@@ -193,6 +193,7 @@ def simulate(kernel: Any, args: tuple, kwargs: dict, *, values: bool | None = No
         got = [_as_user(result.outputs[n], b) for n, b in zip(out_names, out_bufs)]
         outputs = None if returned is None else (type(returned)(got) if isinstance(returned, (tuple, list))
                                                  else got[0])
+    language.show_prints(tracer, result.outputs if values else None)
     _last = NkiRun(name, program, obj, result, outputs, values)
     if options["announce"]:
         print(_last.summary(), file=sys.stderr)

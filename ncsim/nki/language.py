@@ -589,6 +589,182 @@ def nc_matmul_result(stationary: View, moving: View) -> View:
     return tr.result((m, n), dtypes.FLOAT32, "psum", "nc_matmul", "tensor", stationary=stationary, moving=moving)
 
 
+# ------------------------------------------------------------------ composite functions
+def where(condition: View, x: Any, y: Any, *, dtype: Any = None, mask: Any = None, **_: Any) -> View:
+    """x where condition is nonzero, else y: y is copied (tensor_copy, or memset for a number) into the
+    result and x copied over it by tensor_copy_predicated (Vector), whose predicate is an unsigned
+    integer tile (a float or signed condition is first converted to uint8: tensor_copy). Bit-exact."""
+    tr = current("nl.where")
+    condition = _tile(condition, "where", "condition")
+    if not isinstance(x, View) and not isinstance(y, View):
+        raise tr.fail("nl.where: x or y must be a tile")
+    shape = condition.shape
+    dt = to_dtype(dtype) if dtype is not None else promote(_dtype_of(x), _dtype_of(y))
+    iv = _intervals(mask)
+    if iv is None:
+        return _nothing(shape, dt)
+    out = ndarray(shape, dt, sbuf)
+    if isinstance(y, View):
+        tr.emit("tensor_copy", "vector", dst=out.clip(iv), src=broadcast_to(_tile(y, "where", "y"), shape).clip(iv))
+    else:
+        tr.emit("memset", "vector", dst=out.clip(iv), value=constant(y))
+    if isinstance(x, View):
+        x = broadcast_to(_tile(x, "where", "x"), shape)
+        if x.nc_dtype != dt:
+            x = copy(x, dt)
+    pred = condition if condition.nc_dtype.short in ("u8", "u16", "u32") else copy(condition, uint8)
+    tr.emit("tensor_copy_predicated", "vector", dst=out.clip(iv), src=x.clip(iv) if isinstance(x, View) else
+            constant(x), predicate=pred.clip(iv))
+    return out
+
+
+def _rows(x: View, axis: Any, fn: str) -> View:
+    """x with the reduced axes (the last free axes) flattened into one, for bn_stats and softmax."""
+    axes = _axes(x, axis, fn)
+    if axes != tuple(range(1, x.ndim)):
+        raise current().fail(f"nl.{fn}: axis must be all the free axes of the tile ([1], [1, 2], ...)")
+    return x if x.ndim == 2 else x.reshape((x.shape[0], x.free_elements))
+
+
+def var(x: View, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **_: Any) -> View:
+    """The population variance along the free axes: bn_stats on each chunk of at most
+    nl.tile_size.bn_stats_fmax elements into one [P, 6k] tile, then bn_aggr (Vector), both in fp32."""
+    tr = current("nl.var")
+    x = _tile(x, "var")
+    flat = _rows(x, axis, "var")
+    iv = _intervals(mask)
+    dt = to_dtype(dtype) if dtype is not None else x.nc_dtype
+    shape = (x.partitions, 1) if keepdims else (x.partitions,)
+    if iv is None:
+        return _nothing(shape, dt)
+    rows = {0: iv[0]} if 0 in iv else {}
+    fmax = tr.config.bn_stats_fmax
+    n = flat.shape[1]
+    chunks = (n + fmax - 1) // fmax
+    stats = ndarray((x.partitions, 6 * chunks), dtypes.FLOAT32, sbuf)
+    for c in range(chunks):
+        part = flat[:, c * fmax:_builtins.min(n, (c + 1) * fmax)]
+        tr.emit("bn_stats", "vector", dst=stats[:, 6 * c:6 * c + 6].clip(rows), data=part.clip(rows))
+    aggr = tr.result((x.partitions, 2), dtypes.FLOAT32, "sbuf", "bn_aggr", "vector", rows, data=stats)
+    variance = aggr[:, 1:2] if keepdims else aggr[:, 1]
+    return variance if dt == dtypes.FLOAT32 else copy(variance, dt)
+
+
+def softmax(x: View, axis: Any, *, dtype: Any = None, compute_dtype: Any = None, mask: Any = None,
+            **_: Any) -> View:
+    """exp(x - max(x)) / sum(exp(x - max(x))) along the free axes, in fp32: tensor_reduce maximum with
+    negate (Vector) gives -max per row, activation_reduce exp with that bias (Scalar) the exponentials
+    and their row sums, tensor_scalar divide (Vector) the quotient."""
+    tr = current("nl.softmax")
+    x = _tile(x, "softmax")
+    flat = _rows(x, axis, "softmax")
+    dt = to_dtype(dtype or compute_dtype) if (dtype or compute_dtype) is not None else x.nc_dtype
+    iv = _intervals(mask)
+    if iv is None:
+        return _nothing(x.shape, dt)
+    rows = {0: iv[0]} if 0 in iv else {}
+    f32 = dtypes.FLOAT32
+    neg_max = tr.result((x.partitions, 1), f32, "sbuf", "tensor_reduce", "vector", rows, data=flat.clip(rows),
+                        op="maximum", axis=(1,), negate=True)
+    sums = ndarray((x.partitions, 1), f32, sbuf)
+    e = tr.result(flat.shape, f32, "sbuf", "activation_reduce", "scalar", rows, data=flat.clip(rows), op="exp",
+                  bias=neg_max.clip(rows), reduce_op="add", reduce_res=sums.clip(rows))
+    out = tr.result(flat.shape, dt, "sbuf", "tensor_scalar", "vector", rows, data=e.clip(rows), op0="divide",
+                    operand0=sums.clip(rows))
+    return out if x.ndim == 2 else out.reshape(x.shape)
+
+
+def rms_norm(x: View, w: View, axis: Any, n: int, epsilon: float = 1e-6, *, dtype: Any = None,
+             compute_dtype: Any = None, mask: Any = None, **_: Any) -> View:
+    """x / sqrt(sum(x^2) / n + epsilon) * w along the free axes, in fp32: activation_reduce square
+    (Scalar) gives the row sums of squares, tensor_scalar (Vector) divides by n and adds epsilon,
+    activation rsqrt (Scalar) the reciprocal root, and scalar_tensor_tensor (Vector) the two products
+    x * r * w (w broadcast to x's shape)."""
+    tr = current("nl.rms_norm")
+    x = _tile(x, "rms_norm")
+    flat = _rows(x, axis, "rms_norm")
+    dt = to_dtype(dtype or compute_dtype) if (dtype or compute_dtype) is not None else x.nc_dtype
+    iv = _intervals(mask)
+    if iv is None:
+        return _nothing(x.shape, dt)
+    rows = {0: iv[0]} if 0 in iv else {}
+    f32 = dtypes.FLOAT32
+    sums = ndarray((x.partitions, 1), f32, sbuf)
+    squares = tr.result(flat.shape, f32, "sbuf", "activation_reduce", "scalar", rows, data=flat.clip(rows),
+                        op="square", reduce_op="add", reduce_res=sums.clip(rows))
+    tr.place(squares)  # emitted now: nothing reads the squares, but the row sums they leave in `sums`
+    ms = tr.result((x.partitions, 1), f32, "sbuf", "tensor_scalar", "vector", rows, data=sums.clip(rows),
+                   op0="divide", operand0=constant(float(n)), op1="add", operand1=constant(float(epsilon)))
+    r = tr.result((x.partitions, 1), f32, "sbuf", "activation", "scalar", rows, data=ms.clip(rows), op="rsqrt")
+    w = _tile(w, "rms_norm", "w")
+    if w.shape != x.shape:
+        w = broadcast_to(w, x.shape)
+    wf = w if w.ndim == 2 else w.reshape(flat.shape)
+    out = tr.result(flat.shape, dt, "sbuf", "scalar_tensor_tensor", "vector", rows, data=flat.clip(rows),
+                    op0="multiply", operand0=r.clip(rows), op1="multiply", operand1=wf.clip(rows))
+    return out if x.ndim == 2 else out.reshape(x.shape)
+
+
+def dropout(x: View, rate: Any, *, dtype: Any = None, mask: Any = None, **_: Any) -> View:
+    """x with each element zeroed with probability rate (the dropout instruction, Vector; not rescaled)."""
+    tr = current("nl.dropout")
+    x = _tile(x, "dropout")
+    dt = to_dtype(dtype) if dtype is not None else x.nc_dtype
+    iv = _intervals(mask)
+    if iv is None:
+        return _nothing(x.shape, dt)
+    prob = rate.clip({0: iv[0]} if 0 in iv else {}) if isinstance(rate, View) else constant(rate)
+    return tr.result(x.shape, dt, "sbuf", "dropout", "vector", iv, data=x.clip(iv), prob=prob)
+
+
+def static_cast(x: View, dtype: Any) -> View:
+    """x converted to dtype (tensor_copy, Vector)."""
+    return copy(x, dtype)
+
+
+def gelu_apprx_sigmoid(x: View, *, dtype: Any = None, mask: Any = None, **_: Any) -> View:
+    """x * sigmoid(1.702 x): activation sigmoid with scale 1.702 (Scalar), then a multiply by x (Vector)."""
+    tr = current("nl.gelu_apprx_sigmoid")
+    x = _tile(x, "gelu_apprx_sigmoid")
+    dt = to_dtype(dtype) if dtype is not None else x.nc_dtype
+    iv = _intervals(mask)
+    if iv is None:
+        return _nothing(x.shape, dt)
+    s = tr.result(x.shape, dtypes.FLOAT32, "sbuf", "activation", "scalar", iv, data=x.clip(iv), op="sigmoid",
+                  scale=constant(1.702))
+    return tr.result(x.shape, dt, "sbuf", "tensor_tensor", "vector", iv, data1=x.clip(iv), data2=s.clip(iv),
+                     op="multiply")
+
+
+def device_print(prefix: str, x: View, *, mask: Any = None, **_: Any) -> None:
+    """Print `prefix` and the tile's values as they are at this point of the simulated run, after the
+    run (stdout). ncsim copies the tile into an HBM tensor of its own here (a dma_copy issued by
+    GpSimd, after a tensor_copy to SBUF for a PSUM tile); under a timing-only run one note says the
+    values were not computed."""
+    tr = current("nl.device_print")
+    if not isinstance(x, View):
+        raise tr.fail(f"nl.device_print prints a tile or tensor, not {type(x).__name__}")
+    iv = _intervals(mask)
+    if iv is None:
+        return
+    x = x.clip(iv)
+    snap = tr.hbm_tensor("device_print", x.nc_dtype, x.shape, "out")
+    src = copy(x) if x.on_chip and x.memory == "psum" else x
+    tr.emit("dma_copy", "gpsimd", dst=View.of(snap), src=src)
+    tr.prints.append((str(prefix), snap.entry.name, user_place()))
+
+
+def show_prints(tracer: Any, outputs: dict[str, np.ndarray] | None) -> None:
+    """After a run: what nl.device_print captured, in program order (or one note under timing-only)."""
+    if not tracer.prints:
+        return
+    if outputs is None:
+        print(f"nl.device_print: {len(tracer.prints)} print(s) not shown: a timing-only run computes no values")
+        return
+    for prefix, name, _place in tracer.prints:
+        print(prefix, outputs[name])
+
+
 # ------------------------------------------------------------------ the table of functions
 for _op in BINARY:
     globals()[_op] = _make_binary(_op)
@@ -598,7 +774,7 @@ for _f in ACTIVATIONS:
 NAMES = sorted(n for n, v in globals().items() if not n.startswith("_") and n not in (
     "annotations", "builtins", "math", "ml_dtypes", "np", "dtypes", "DEFAULT", "AsmError", "ACTIVATION_FUNCS",
     "Index", "Mask", "View", "numpy_dtype", "to_dtype", "constant", "current", "user_place", "Any", "NAMES",
-    "BINARY", "ACTIVATIONS", "promote", "update", "assign", "nc_matmul_result"))
+    "BINARY", "ACTIVATIONS", "promote", "update", "assign", "nc_matmul_result", "show_prints"))
 
 
 def __getattr__(name: str) -> Any:

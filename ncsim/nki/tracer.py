@@ -144,6 +144,7 @@ class Tracer:
         self.grid: tuple[int, ...] = ()
         self.program_id: tuple[int, ...] = ()
         self.names: set[str] = set()
+        self.prints: list[tuple[str, str, Place]] = []  # nl.device_print: (prefix, HBM tensor, place)
 
     # ---------------------------------------------------------------- names and places
     def unique(self, name: str) -> str:
