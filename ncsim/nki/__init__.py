@@ -34,6 +34,7 @@ from ncsim.config import Config
 from ncsim.errors import AsmError, NcsimError
 from ncsim.nki import isa, language, typing
 from ncsim.nki.alias import install_alias
+from ncsim.nki.emit import asm_text, emit_asm, save_asm
 from ncsim.nki.tensor import Buffer, View, numpy_dtype, to_dtype
 from ncsim.nki.tracer import DEFAULT_BUFFERS, Tracer
 from ncsim.nki.typing import Placeholder
@@ -43,11 +44,12 @@ if TYPE_CHECKING:
     from ncsim.asm.objfile import ObjectFile
     from ncsim.runtime.run import RunResult
 
-__all__ = ["Kernel", "NkiRun", "baremetal", "benchmark", "install_alias", "isa", "jit", "language", "last_run",
-           "profile", "simulate_kernel", "trace", "typing"]
+__all__ = ["Kernel", "NkiRun", "asm_text", "baremetal", "benchmark", "emit_asm", "install_alias", "isa", "jit",
+           "language", "last_run", "profile", "simulate_kernel", "trace", "typing"]
 
 # Settings of `ncsim nki` (the command line): every run timing-only, and a line on stderr per run.
-options: dict[str, Any] = {"timing_only": False, "announce": False, "config": None}
+# emit_asm: a folder that receives each kernel's program as .s (ncsim nki --emit-asm).
+options: dict[str, Any] = {"timing_only": False, "announce": False, "config": None, "emit_asm": None}
 _last: NkiRun | None = None
 
 
@@ -197,6 +199,8 @@ def simulate(kernel: Any, args: tuple, kwargs: dict, *, values: bool | None = No
     _last = NkiRun(name, program, obj, result, outputs, values)
     if options["announce"]:
         print(_last.summary(), file=sys.stderr)
+    if options["emit_asm"]:
+        save_asm(_last, options["emit_asm"])
     return _last
 
 
