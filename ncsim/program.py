@@ -39,6 +39,10 @@ gives any instruction as an `Instruction`, made from its body's and its own colu
 bytes) and kept; the functional machine runs those, `stream(engine)` gives a whole stream.
 Every byte is checked once: the bodies' first instructions by the decoder, the rest of each
 instruction (offsets, constants, semaphore entries, headers) by the numba passes.
+
+Integer columns are int64 but where the encoding bounds them: body int32, semaphore numbers and
+partitions int16, semaphore ops, memories and access bits int8, source places int32 (measured on
+tools/bench_pipeline.py's program: about 150 bytes per instruction besides the encoded words).
 """
 
 from __future__ import annotations
@@ -512,7 +516,7 @@ def _read(words, pos, n_waits, n_signals, n_aps, fixed_words, key_mask, ap_off, 
     instruction whose semaphore entries or access-pattern offsets are malformed, or -1."""
     n = pos.shape[0]
     b = words.view(np.uint8)
-    body = np.empty(n, np.int64)
+    body = np.empty(n, np.int32)
     reps = np.empty(n, np.int64)
     rhash = np.empty(n, np.uint64)
     nb = 0
@@ -520,16 +524,16 @@ def _read(words, pos, n_waits, n_signals, n_aps, fixed_words, key_mask, ap_off, 
     table = np.full(size, -1, np.int64)
     wptr = np.empty(n + 1, np.int64)
     sptr = np.empty(n + 1, np.int64)
-    wsem = np.empty(n_waits, np.int64)
-    wop = np.empty(n_waits, np.int64)
+    wsem = np.empty(n_waits, np.int16)
+    wop = np.empty(n_waits, np.int8)
     wval = np.empty(n_waits, np.int64)
-    ssem = np.empty(n_signals, np.int64)
-    sop = np.empty(n_signals, np.int64)
+    ssem = np.empty(n_signals, np.int16)
+    sop = np.empty(n_signals, np.int8)
     sval = np.empty(n_signals, np.int64)
     fp_ptr = np.empty(n + 1, np.int64)
     fmem = np.empty(n_aps, np.int8)
-    fpart = np.empty(n_aps, np.int64)
-    fparts = np.empty(n_aps, np.int64)
+    fpart = np.empty(n_aps, np.int16)
+    fparts = np.empty(n_aps, np.int16)
     flo = np.empty(n_aps, np.int64)
     fhi = np.empty(n_aps, np.int64)
     facc = np.empty(n_aps, np.int8)
@@ -589,17 +593,19 @@ def _read(words, pos, n_waits, n_signals, n_aps, fixed_words, key_mask, ap_off, 
         for j in range(nw + extra_w):
             w = words[tail + j] if j < nw else words[p + 1]
             wsem[rw] = np.int64(w & np.uint64(0xFF))
-            wop[rw] = np.int64((w >> np.uint64(8)) & np.uint64(0xFF))
+            op = np.int64((w >> np.uint64(8)) & np.uint64(0xFF))
+            wop[rw] = op  # int8: checked below, before anyone reads it
             wval[rw] = np.int64(w >> np.uint64(32))
-            if (wop[rw] > 1 or ((w >> np.uint64(16)) & np.uint64(0xFFFF)) != 0) and bad < 0:
+            if (op > 1 or ((w >> np.uint64(16)) & np.uint64(0xFFFF)) != 0) and bad < 0:
                 bad = i
             rw += 1
         for j in range(ns + extra_s):
             w = words[tail + nw + j] if j < ns else words[p + 1]
             ssem[rs] = np.int64(w & np.uint64(0xFF))
-            sop[rs] = np.int64((w >> np.uint64(8)) & np.uint64(0xFF))
+            op = np.int64((w >> np.uint64(8)) & np.uint64(0xFF))
+            sop[rs] = op
             sval[rs] = np.int64(w >> np.uint64(32))
-            if (sop[rs] > 2 or ((w >> np.uint64(16)) & np.uint64(0xFFFF)) != 0) and bad < 0:
+            if (op > 2 or ((w >> np.uint64(16)) & np.uint64(0xFFFF)) != 0) and bad < 0:
                 bad = i
             rs += 1
         wptr[i + 1] = rw
