@@ -101,3 +101,12 @@ def test_source_lines_of_two_files_with_one_relative_name(tmp_path):
     finally:
         os.chdir(cwd)
     assert seen == ["dma_copy t, x", "dma_copy t, x  # b"]
+
+
+def test_the_columns_take_at_most_200_bytes_per_instruction():
+    """Issue 10's memory bound for the decoded program (the encoded words apart: they are the object's
+    own bytes); giou's program is 560 instructions of every engine, DMAs, constants and waits."""
+    path = PROGRAMS[[p.name for p in PROGRAMS].index("giou.s")]
+    prog = Program.from_object(assemble_file(path), str(path))
+    columns = sum(v.nbytes for name, v in vars(prog).items() if isinstance(v, np.ndarray) and name != "words")
+    assert columns / prog.count <= 200
