@@ -103,10 +103,12 @@ def test_source_lines_of_two_files_with_one_relative_name(tmp_path):
     assert seen == ["dma_copy t, x", "dma_copy t, x  # b"]
 
 
-def test_the_columns_take_at_most_200_bytes_per_instruction():
-    """Issue 10's memory bound for the decoded program (the encoded words apart: they are the object's
-    own bytes); giou's program is 560 instructions of every engine, DMAs, constants and waits."""
+def test_the_columns_take_at_most_175_bytes_per_instruction():
+    """Issue 10 bounds the decoded program by 200 bytes per instruction (the encoded words apart: they
+    are the object's own bytes). giou's program (560 instructions of every engine, DMAs, constants,
+    waits) takes 150 with the narrower integer columns, 195 with int64 everywhere: 175 keeps the margin
+    that bench_pipeline's program needs (about 150 there too, 208 with int64)."""
     path = PROGRAMS[[p.name for p in PROGRAMS].index("giou.s")]
     prog = Program.from_object(assemble_file(path), str(path))
     columns = sum(v.nbytes for name, v in vars(prog).items() if isinstance(v, np.ndarray) and name != "words")
-    assert columns / prog.count <= 200
+    assert columns / prog.count <= 175
