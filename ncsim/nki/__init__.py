@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,10 +60,15 @@ class NkiRun:
 
     kernel: str
     program: Program = field(repr=False)
-    obj: ObjectFile = field(repr=False)
     result: RunResult = field(repr=False)
     outputs: Any  # what the kernel returned, as numpy arrays (None when only timed)
     values: bool
+    seconds: dict[str, float] = field(default_factory=dict)  # host seconds per phase (trace, build, load, ...)
+
+    @functools.cached_property
+    def obj(self) -> ObjectFile:
+        """ncsim's object of the kernel (made when asked: the run reads the encoded arrays directly)."""
+        return self.program.to_object()
 
     @property
     def latency_us(self) -> float:
@@ -128,16 +134,20 @@ def _input_array(name: str, a: np.ndarray) -> np.ndarray:
 
 
 def simulate(kernel: Any, args: tuple, kwargs: dict, *, values: bool | None = None, config: Config | None = None,
-             buffers: int = DEFAULT_BUFFERS) -> NkiRun:
-    """Trace `kernel` with these arguments, build its program and run it (see the module docstring)."""
+             buffers: int = DEFAULT_BUFFERS, batch: bool = True) -> NkiRun:
+    """Trace `kernel` with these arguments, build its program and run it (see the module docstring).
+    batch=False adds each traced instruction as a chunk of its own (`Tracer.record`): the same
+    object, built more slowly."""
     global _last
+    from ncsim.program import Program as Decoded
     from ncsim.runtime.run import run
 
+    clock = time.perf_counter()
     k = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
     config = config or options["config"] or Config()
     func = k.func
     name = getattr(func, "__name__", "kernel")
-    tracer = Tracer(name if name.isidentifier() else "kernel", config, buffers)
+    tracer = Tracer(name if name.isidentifier() else "kernel", config, buffers, batch)
     bound = inspect.signature(func).bind(*args, **kwargs)
     inputs: dict[str, np.ndarray] = {}
     arg_buffers: dict[str, tuple[Buffer, np.ndarray | None]] = {}
@@ -179,13 +189,26 @@ def simulate(kernel: Any, args: tuple, kwargs: dict, *, values: bool | None = No
     out_names = _name_outputs(tracer, out_bufs)
     tracer.finish(out_bufs, inouts)
     program = tracer.program
-    program.build(config, set())
-    obj = program.to_object()
+    seconds = {"trace": time.perf_counter() - clock}
+    clock = time.perf_counter()
+    enc = program.build(config, set())
+    seconds["build"] = time.perf_counter() - clock
     if values is None:
         values = not (placeholders or options["timing_only"])
     if values and placeholders:
         raise NcsimError("placeholder arguments (nki.typing.tensor) have no values: run with values=False")
-    result = run(obj, inputs if values else None, config=config, sidecar=False, check=False, values=values)
+    clock = time.perf_counter()
+    # The decoded program straight from the encoded arrays (no object in between); every instruction
+    # was checked against this configuration's rules when it was traced.
+    decoded = Decoded.from_encoded(enc, program.kernel, program.files, list(program.tensors.values()),
+                                   f"<kernel {program.kernel}>")
+    seconds["load"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    result = run(decoded, inputs if values else None, config=config, sidecar=False, check=False, values=values)
+    seconds["timing"] = result.timing_seconds
+    seconds["races"] = time.perf_counter() - clock - result.timing_seconds - result.seconds
+    if values:
+        seconds["values"] = result.seconds
     outputs = None
     if values:
         for (buf, original) in arg_buffers.values():
@@ -196,7 +219,7 @@ def simulate(kernel: Any, args: tuple, kwargs: dict, *, values: bool | None = No
         outputs = None if returned is None else (type(returned)(got) if isinstance(returned, (tuple, list))
                                                  else got[0])
     language.show_prints(tracer, result.outputs if values else None)
-    _last = NkiRun(name, program, obj, result, outputs, values)
+    _last = NkiRun(name, program, result, outputs, values, seconds)
     if options["announce"]:
         print(_last.summary(), file=sys.stderr)
     if options["emit_asm"]:

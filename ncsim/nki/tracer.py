@@ -27,11 +27,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ncsim import dtypes, isa
 from ncsim.asm.alloc import Allocator
 from ncsim.asm.assembler import Program
+from ncsim.asm.build import Chunk
 from ncsim.asm.fields import APKind
 from ncsim.asm.instruction import Instruction
+from ncsim.asm.lanes import Lanes, lanes
 from ncsim.asm.objfile import TensorEntry
 from ncsim.asm.rules import check_instruction
 from ncsim.config import Config
@@ -62,7 +66,15 @@ class Place:
     site: tuple[tuple[str, int, int], ...]  # the user frames' (file, line, col), innermost first
 
     def source_loc(self) -> SourceLoc:
-        return SourceLoc(self.file, self.line, self.col, linecache.getline(self.file, self.line), self.length)
+        key = (self.file, self.line, self.col, self.length)
+        loc = _LOCS.get(key)
+        if loc is None:
+            loc = _LOCS[key] = SourceLoc(self.file, self.line, self.col, linecache.getline(self.file, self.line),
+                                         self.length)
+        return loc
+
+
+_LOCS: dict[tuple[str, int, int, int], SourceLoc] = {}  # one SourceLoc per kernel place (they are immutable)
 
 
 def _position(frame: Any) -> tuple[int, int, int]:
@@ -88,17 +100,27 @@ def _positions(code: Any) -> list[Any]:
     return got
 
 
+_OURS: dict[str, bool] = {}  # file name -> whether it is a module of ncsim.nki
+
+
+def _ours(filename: str) -> bool:
+    got = _OURS.get(filename)
+    if got is None:
+        got = _OURS[filename] = os.path.dirname(os.path.abspath(filename)) == _PACKAGE_DIR
+    return got
+
+
 def user_place() -> Place:
     """The innermost frame outside ncsim.nki (the kernel's line that called nl.* / nisa.*), and
     the chain of user frames around it up to the tracer (the tile creation site)."""
     frame = sys._getframe(1)
-    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _PACKAGE_DIR:
+    while frame is not None and _ours(frame.f_code.co_filename):
         frame = frame.f_back
     if frame is None:
         return Place("<nki>", 1, 1, 1, ())
     first = frame
     site = []
-    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) != _PACKAGE_DIR:
+    while frame is not None and not _ours(frame.f_code.co_filename):
         line, col, _ = _position(frame)
         site.append((frame.f_code.co_filename, line, col))
         frame = frame.f_back
@@ -121,6 +143,18 @@ class Pending:
 
 
 @dataclass
+class _Site:
+    """Instructions of one call site and one operand structure (see Tracer.record): the first of
+    them, and per instruction its program-order position and its access patterns' (partition,
+    offset) pairs, flattened."""
+
+    instr: Instruction
+    where: tuple[int, int, int]
+    positions: list[int] = field(default_factory=list)
+    varying: list[list[int]] = field(default_factory=list)
+
+
+@dataclass
 class _Pool:
     entries: list[TensorEntry] = field(default_factory=list)
     holders: list[Callable[[], Buffer | None]] = field(default_factory=list)
@@ -130,9 +164,11 @@ class _Pool:
 class Tracer:
     """Builds one kernel's Program while its Python runs (see the module docstring)."""
 
-    def __init__(self, kernel: str, config: Config, buffers: int = DEFAULT_BUFFERS):
+    def __init__(self, kernel: str, config: Config, buffers: int = DEFAULT_BUFFERS, batch: bool = True):
         self.config = config
         self.buffers = buffers
+        self.batch = batch  # gather the instructions of a call site into chunks of lanes (record)
+        self.sites: dict[Any, _Site] = {}
         self.program = Program(kernel=kernel)
         self.alloc = Allocator(config)
         self.queues: dict[tuple[str, Memory, Memory], int] = {}
@@ -311,7 +347,7 @@ class Tracer:
             check_instruction(instr, self.config)
         except NcsimError as e:
             raise e.at(place.source_loc()) from None
-        self.program.add(instr, (self.program.file_index(place.file), place.line, place.col))
+        self.record(instr, (self.program.file_index(place.file), place.line, place.col))
         for o in spec.operands:
             v = views.get(o.name)
             if v is not None and o.role in ("out", "inout"):
@@ -321,6 +357,53 @@ class Tracer:
                     buf.zeroed = False
                     buf.matmul_written.clear()
         return instr
+
+    def record(self, instr: Instruction, where: tuple[int, int, int]) -> None:
+        """Add `instr` at the next program-order position. Batched (the default), instructions of one
+        call site that differ only in their access patterns' first partitions and offsets (the
+        iterations of a loop) are gathered into one chunk whose differing values are lanes, as the
+        assembler's loop templates are (`ncsim.asm.build.Chunk`); `materialise` makes the chunks."""
+        if not self.batch:
+            self.program.add(instr, where)
+            return
+        skeleton: list[Any] = []
+        varying: list[int] = []
+        for v in instr.operands.values():
+            if type(v) is AccessPattern:
+                skeleton.append((v.memory, v.dtype, v.partitions, v.dims))
+                varying.append(v.partition)
+                varying.append(v.offset)
+            else:
+                skeleton.append((type(v), v))
+        try:
+            key = (instr.spec.opcode, instr.engine, where, instr.given, tuple(skeleton))
+            site = self.sites.get(key)
+        except TypeError:  # an unhashable operand value: a chunk of its own
+            key, site = object(), None
+        if site is None:
+            site = self.sites[key] = _Site(instr, where)
+        site.positions.append(self.program.count)
+        site.varying.append(varying)
+        self.program.count += 1
+
+    def materialise(self) -> None:
+        """The gathered sites as the program's chunks (`record`): per site, one instruction whose
+        varying partitions and offsets are `Lanes`, at the program-order positions of its lanes."""
+        for site in self.sites.values():
+            instr = site.instr
+            if len(site.positions) > 1:
+                table = np.array(site.varying, np.int64)
+                operands = dict(instr.operands)
+                j = 0
+                for name, v in instr.operands.items():
+                    if type(v) is AccessPattern:
+                        partition, offset = lanes(table[:, j]), lanes(table[:, j + 1])
+                        j += 2
+                        if isinstance(partition, Lanes) or isinstance(offset, Lanes):
+                            operands[name] = AccessPattern(v.memory, v.dtype, partition, v.partitions, offset, v.dims)
+                instr = Instruction(instr.spec, instr.engine, operands, loc=instr.loc, given=instr.given)
+            self.program.chunks.append(Chunk(instr, np.array(site.positions, np.int64), site.where))
+        self.sites = {}
 
     def emit_zeros(self, buf: Buffer, place: Place) -> None:
         """The memset that nl.zeros in PSUM deferred (an nc_matmul that overwrites it all needs none)."""
@@ -343,6 +426,7 @@ class Tracer:
         self.grid = grid
         result = None
         _current = self
+        _LOCS.clear()  # a kernel's source lines are read again for each trace
         try:
             for pid in itertools.product(*(range(g) for g in grid)) if grid else [()]:
                 self.program_id = pid
@@ -370,7 +454,9 @@ class Tracer:
         return buf
 
     def finish(self, outputs: list[Buffer], inouts: list[Buffer]) -> None:
-        """Give the HBM tensors their roles and names in the object's tensor table."""
+        """Give the HBM tensors their roles and names in the object's tensor table, and the program
+        its chunks (materialise)."""
+        self.materialise()
         out_ids = {id(b) for b in outputs}
         in_ids = {id(b) for b in inouts}
         for buf in self.hbm:
@@ -388,8 +474,6 @@ def constant(v: Any) -> Immediate:
     as int32 (uint32 above 2**31 - 1), as the assembler's constants are."""
     if isinstance(v, Immediate):
         return v
-    import numpy as np
-
     if isinstance(v, (bool, np.bool_)):
         return Immediate(int(v), dtypes.INT32)
     if isinstance(v, (int, np.integer)):
