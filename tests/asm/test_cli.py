@@ -79,7 +79,7 @@ def test_asm_reports_what_it_wrote(cli, tmp_path):
     res = cli("asm", "mm.s")
     assert res.code == 0, res.err
     size = (tmp_path / "mm.o").stat().st_size  # default output: the source with .o
-    assert res.out.strip() == (f"mm.o: kernel mm_relu, 9 instructions (tensor 2, vector 2, scalar 3, gpsimd 1,"
+    assert res.out.strip() == (f"mm.o: kernel mm_relu, 9 instructions (tensor 2, vector 3, scalar 2, gpsimd 1,"
                                f" sync 1), 5 tensors, {size} bytes")
 
 

@@ -38,7 +38,7 @@ CASES = [
      ("must be in sbuf/psum, not hbm",)),
     ("matmul-dst-in-sbuf", f"nc_matmul {AP}, {AP}, {AP}\n", 1, 11, ("this operand must be in psum, not sbuf",)),
     ("scalar-tensor_scalar-pair", TILE + "tensor_scalar a, a, add, 1.0, op1=maximum, operand1=0.0, engine=scalar\n",
-     2, 1, ("the Scalar engine runs tensor_scalar only as multiply then add, multiply alone, add alone",)),
+     2, 1, ("op0=add does not run on the scalar engine of NeuronCore-v2", "(rule alu-engine)")),
     ("tensor_scalar-op1-alone", TILE + "tensor_scalar a, a, add, 1.0, op1=maximum\n", 2, 1,
      ("op1 is given without operand1",)),
     ("lockstep-shapes", TILE + "tensor_tensor a, a, a[:, 0:2], add\n", 2, 1,
@@ -59,7 +59,7 @@ CASES = [
      ("'data1' and 'data2' cannot both be in PSUM",)),
     ("matmul-across-bank", ("nc_matmul psum.f32[0:128, @1024, [1,512]], sbuf.f32[0:128, @0, [1,128]],"
                             " sbuf.f32[0:128, @0, [1,512]]\n"), 1, 1,
-     ("spans bytes 1024..3071, across a 2048-byte bank boundary",)),
+     ("spans bytes 1024..3071 of each partition, across a 2048-byte bank boundary", "(rule psum-bank)")),
     ("bad-enum", f"tensor_tensor {AP}, {AP}, {AP}, op=addd\n", 1, 102,
      ("'addd' is not one of the ALU operators", "did you mean 'add'")),
     ("semaphore-300", "sem_wait s300>=1\n", 1, 10, ("semaphore s300 does not exist",)),
