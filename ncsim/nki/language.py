@@ -61,9 +61,66 @@ private_hbm = _Memory("private_hbm", "hbm")
 shared_hbm = _Memory("shared_hbm", "hbm")
 
 
+class ParDim(int):
+    """nl.par_dim(n): marks the partition dimension of a shape (the first, unless block dimensions
+    come before it)."""
+
+
 def par_dim(n: int) -> int:
-    """nl.par_dim(n) marks the partition dimension of a shape; ncsim's is always the first."""
-    return int(n)
+    """nl.par_dim(n) marks the partition dimension of a shape. Dimensions before it are block
+    dimensions: `nl.zeros((4, nl.par_dim(128), 512))` is 4 tiles of [128, 512] (BlockTensor)."""
+    return ParDim(int(n))
+
+
+class BlockTensor:
+    """An on-chip tensor with block dimensions before its partition dimension (NKI: "block
+    dimension", nki.api.shared): one tile per block, each placed by ncsim's allocator at the
+    creation site (a site's pool grows to hold them all, as they stay reachable). Indexing gives the
+    tile of the block indices, then indexes it as usual: `t[b, 0:128, 0:512]`, `t[b]`."""
+
+    def __init__(self, blocks: list[View], block_shape: tuple[int, ...], tile_shape: tuple[int, ...]):
+        self.blocks = blocks
+        self.block_shape = block_shape
+        self.tile_shape = tile_shape
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.block_shape + self.tile_shape
+
+    @property
+    def dtype(self) -> Any:
+        return self.blocks[0].dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"<nki block tensor {list(self.shape)} of {len(self.blocks)} tiles>"
+
+    def _pick(self, key: Any) -> tuple[View, tuple]:
+        keys = key if isinstance(key, tuple) else (key,)
+        nb = len(self.block_shape)
+        lead = keys[:nb]
+        if len(lead) < nb or not _builtins.all(isinstance(k, (int, np.integer)) and not isinstance(k, bool)
+                                                for k in lead):
+            raise current().fail(f"a tensor with block dimensions {list(self.block_shape)} is indexed by an"
+                                 f" integer per block dimension first (t[b, ...]); not {key!r}")
+        flat = 0
+        for k, n in zip(lead, self.block_shape):
+            k = int(k) + (n if k < 0 else 0)
+            if not 0 <= k < n:
+                raise current().fail(f"block index {k} is out of range for a block dimension of {n}")
+            flat = flat * n + k
+        return self.blocks[flat], tuple(keys[nb:])
+
+    def __getitem__(self, key: Any) -> View:
+        view, rest = self._pick(key)
+        return view[rest] if rest else view
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        view, rest = self._pick(key)
+        assign(view[rest] if rest else view, value)
 
 
 class tile_size:
@@ -209,6 +266,7 @@ def ndarray(shape: Any, dtype: Any = np.float32, buffer: Any = None, name: str =
     """A new tensor: a tile in SBUF (the default) or PSUM, or a tensor in HBM (shared_hbm: the
     kernel's output when it returns it)."""
     tr = current("nl.ndarray")
+    shape_arg = shape
     shape, dt = _shape(shape), to_dtype(dtype)
     mem = buffer.memory if isinstance(buffer, _Memory) else "sbuf"
     if buffer is not None and not isinstance(buffer, _Memory):
@@ -218,11 +276,30 @@ def ndarray(shape: Any, dtype: Any = np.float32, buffer: Any = None, name: str =
         if buffer is shared_hbm:
             return View.of(tr.shared_hbm(dt, shape, place))
         return View.of(tr.hbm_tensor(name or "hbm", dt, shape, "scratch"))
+    given = tuple(shape_arg) if isinstance(shape_arg, (tuple, list)) else ()
+    k = next((i for i, d in enumerate(given) if isinstance(d, ParDim)), 0)
+    if k > 0:  # block dimensions before the partition dimension: one tile per block
+        blocks = [View.of(tr.tile(mem, dt, shape[k:], place)) for _ in range(math.prod(shape[:k]))]
+        return BlockTensor(blocks, shape[:k], shape[k:])  # type: ignore[return-value]
     return View.of(tr.tile(mem, dt, shape, place))
 
 
 def full(shape: Any, fill_value: Any, dtype: Any = np.float32, buffer: Any = None, **kw: Any) -> View:
+    if (buffer is None or buffer is sbuf) and not (isinstance(shape, (tuple, list)) and _builtins.any(
+            isinstance(d, ParDim) for d in list(shape)[1:])):
+        # An SBUF tile filled with a constant is a pending memset: placed at first use, so that a tile
+        # made again in a loop can take the buffer of the one it replaces (buffer policy).
+        return current("nl.full").result(_shape(shape), to_dtype(dtype), "sbuf", "memset", "vector",
+                                         value=constant(fill_value))
     t = ndarray(shape, dtype, buffer, **kw)
+    if isinstance(t, BlockTensor):
+        for b in t.blocks:
+            _fill(b, fill_value)
+        return t  # type: ignore[return-value]
+    return _fill(t, fill_value)
+
+
+def _fill(t: View, fill_value: Any) -> View:
     if not t.on_chip:
         raise current().fail("nl.full/zeros/ones make tiles in SBUF or PSUM, not HBM")
     if t.memory == "psum" and float(fill_value) == 0.0:
@@ -348,10 +425,8 @@ def broadcast_to(x: View, shape: Any) -> View:
             dims[d] = (0, t)
     view = x.derive(x.partition, x.offset, tuple(dims))
     if x.on_chip and src[0] != shape[0]:
-        out = ndarray(shape, x.nc_dtype, sbuf)
         rep = view.derive(view.partition, view.offset, ((0, 1), (0, shape[0])) + tuple(view.dims[1:]))
-        tr.emit("dma_copy", "sync", dst=out, src=rep)
-        return out
+        return tr.result(shape, x.nc_dtype, "sbuf", "dma_copy", "sync", src=rep)
     return view
 
 
@@ -493,6 +568,20 @@ def _overlap(a: Any, b: Any) -> bool:
 
 
 # ------------------------------------------------------------------ reductions
+def _free_axes_last(x: View, axis: Any) -> tuple[View, Any]:
+    """nl.sum(t[i0, 2 * i1 + i2, 2 * i3 + i4], axis=[2, 4]) (the average-pool tutorial): reduced free
+    axes that are not the last ones are moved last in the view's access pattern (the reduction reads
+    them in that order; a pending result is placed first). Returns the view and the axes to reduce."""
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = tuple(sorted(int(a) + (x.ndim if a < 0 else 0) for a in axes))
+    if not axes or axes[0] < 1 or axes[-1] >= x.ndim or axes == tuple(range(axes[0], x.ndim)):
+        return x, axis
+    keep = [d for d in range(x.ndim) if d not in axes]
+    order = keep + list(axes)
+    view = x.derive(x.partition, x.offset, tuple(x.dims[d] for d in order))
+    return view, tuple(range(len(keep), x.ndim))
+
+
 def _axes(x: View, axis: Any, fn: str) -> tuple[int, ...]:
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     axes = tuple(sorted(int(a) + (x.ndim if a < 0 else 0) for a in axes))
@@ -508,6 +597,8 @@ def _reduce(op: str, fn: str, x: View, axis: Any, dtype: Any, mask: Any, keepdim
             out_dtype: dtypes.DType | None = None) -> View:
     tr = current(f"nl.{fn}")
     x = _tile(x, fn)
+    if not keepdims:
+        x, axis = _free_axes_last(x, axis)
     axes = _axes(x, axis, fn)
     shape = tuple(1 if d in axes else s for d, s in enumerate(x.shape)) if keepdims else \
         tuple(s for d, s in enumerate(x.shape) if d not in axes)
@@ -543,6 +634,8 @@ def all(x: View, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bo
 def mean(x: View, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **_: Any) -> View:
     """The sum (tensor_reduce add, fp32) divided by the element count (tensor_scalar divide)."""
     x = _tile(x, "mean")
+    if not keepdims:
+        x, axis = _free_axes_last(x, axis)
     axes = _axes(x, axis, "mean")
     n = math.prod(x.shape[a] for a in axes)
     total = _reduce("add", "mean", x, axis, dtypes.FLOAT32, mask, keepdims)
@@ -774,7 +867,8 @@ for _f in ACTIVATIONS:
 NAMES = sorted(n for n, v in globals().items() if not n.startswith("_") and n not in (
     "annotations", "builtins", "math", "ml_dtypes", "np", "dtypes", "DEFAULT", "AsmError", "ACTIVATION_FUNCS",
     "Index", "Mask", "View", "numpy_dtype", "to_dtype", "constant", "current", "user_place", "Any", "NAMES",
-    "BINARY", "ACTIVATIONS", "promote", "update", "assign", "nc_matmul_result", "show_prints"))
+    "BINARY", "ACTIVATIONS", "promote", "update", "assign", "nc_matmul_result", "show_prints", "BlockTensor",
+    "ParDim"))
 
 
 def __getattr__(name: str) -> Any:

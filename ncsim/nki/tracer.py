@@ -142,6 +142,19 @@ class Pending:
     dst_name: str = "dst"
 
 
+# Per mnemonic: its row of the instruction table, its operand names, and per operand (name, required,
+# default, whether it takes an access pattern or a constant, whether the instruction writes it).
+_TABLES: dict[str, tuple[isa.InstrSpec, frozenset[str], tuple[tuple[str, bool, Any, bool, bool], ...]]] = {}
+
+
+def _table(mnemonic: str) -> tuple[isa.InstrSpec, frozenset[str], tuple[tuple[str, bool, Any, bool, bool], ...]]:
+    spec = isa.BY_MNEMONIC[mnemonic]
+    rows = tuple((o.name, o.required, o.default, isinstance(o.kind, APKind), o.role in ("out", "inout"))
+                 for o in spec.operands)
+    got = _TABLES[mnemonic] = (spec, frozenset(o.name for o in spec.operands), rows)
+    return got
+
+
 @dataclass
 class _Site:
     """Instructions of one call site and one operand structure (see Tracer.record): the first of
@@ -169,6 +182,7 @@ class Tracer:
         self.buffers = buffers
         self.batch = batch  # gather the instructions of a call site into chunks of lanes (record)
         self.sites: dict[Any, _Site] = {}
+        self.checked: set[Any] = set()  # instructions the rules were checked on (emit)
         self.program = Program(kernel=kernel)
         self.alloc = Allocator(config)
         self.queues: dict[tuple[str, Memory, Memory], int] = {}
@@ -220,11 +234,19 @@ class Tracer:
             try:
                 entry = self.alloc.place(TensorEntry(name, memory, dtype, shape, 0, 0, "tile"))
             except AsmError as e:
-                raise AsmError(e.message, place.source_loc(), notes=e.notes) from None
-            self.program.tensors[name] = entry
-            pool.entries.append(entry)
-            pool.holders.append(lambda: None)
-            chosen = len(pool.entries) - 1
+                # The memory is full: a buffer of this site that holds no reachable tile is taken
+                # again (fewer buffers, less overlap) before the kernel is refused (docs/nki.md).
+                free = [i for i in range(len(pool.entries)) if pool.holders[i]() is None]
+                if not free:
+                    raise AsmError(e.message, place.source_loc(), notes=e.notes) from None
+                self.names.discard(name)
+                entry = None
+                chosen = min(free, key=lambda i: (i - pool.next) % len(pool.entries))
+            if entry is not None:
+                self.program.tensors[name] = entry
+                pool.entries.append(entry)
+                pool.holders.append(lambda: None)
+                chosen = len(pool.entries) - 1
         pool.next = (chosen + 1) % max(len(pool.entries), 1)
         buf = Buffer(pool.entries[chosen], pool.entries[chosen].name)
         pool.holders[chosen] = weakref.ref(buf)
@@ -269,6 +291,7 @@ class Tracer:
         p = self.take(view)
         view._buf = self.tile(p.memory, view.nc_dtype, view.shape, p.place)
         self.emit_pending(p, view)
+        view.pending = None  # its operands' tiles are no longer held through it (buffer policy)
 
     def take(self, view: View) -> Pending:
         """Take a pending view's instruction, to emit it into a destination of the caller's choice
@@ -313,49 +336,58 @@ class Tracer:
         place = place or user_place()
         if flush:
             self.flush()
-        spec = isa.BY_MNEMONIC[mnemonic]
-        unknown = set(operands) - {o.name for o in spec.operands}
-        if unknown:  # a bug in ncsim.nki, not in the kernel
-            raise TypeError(f"{mnemonic} has no operands {sorted(unknown)} (isa.py: {spec.syntax()})")
+        table = _TABLES.get(mnemonic) or _table(mnemonic)
+        spec, names, rows = table
+        if not names.issuperset(operands):  # a bug in ncsim.nki, not in the kernel
+            raise TypeError(f"{mnemonic} has no operands {sorted(set(operands) - names)} (isa.py: {spec.syntax()})")
         try:
-            for o in spec.operands:
-                v = operands.get(o.name)
-                if isinstance(v, View) and v.buf.zero_pending and not (accumulating and o.name == "dst"):
+            for name, *_ in rows:
+                v = operands.get(name)
+                if isinstance(v, View) and v.buf.zero_pending and not (accumulating and name == "dst"):
                     self.emit_zeros(v.buf, place)
             values: dict[str, Any] = {}
-            views: dict[str, View] = {}
-            for o in spec.operands:
-                if o.name not in operands:
-                    if o.required:
-                        raise TypeError(f"{mnemonic} needs operand {o.name}")
-                    values[o.name] = o.default
+            written: list[View] = []
+            for name, required, default, is_ap, out in rows:
+                if name not in operands:
+                    if required:
+                        raise TypeError(f"{mnemonic} needs operand {name}")
+                    values[name] = default
                     continue
-                v = operands[o.name]
+                v = operands[name]
                 if isinstance(v, View):
-                    views[o.name] = v
-                    values[o.name] = v.ap()
-                elif isinstance(o.kind, APKind):
-                    values[o.name] = None if v is None else constant(v)
+                    values[name] = v.ap()
+                    if out:
+                        written.append(v)
+                elif is_ap:
+                    values[name] = None if v is None else constant(v)
                 else:
-                    values[o.name] = v
+                    values[name] = v
             engine = engine or spec.engines[0]
-            given = set(operands)
+            given = operands.keys()
             if mnemonic == "dma_copy" and "queue" not in operands:
                 values["queue"] = self.auto_queue(engine, values["src"], values["dst"])
-                given.add("queue")
+                given = given | {"queue"}
             instr = Instruction(spec, engine, values, loc=place.source_loc(), given=frozenset(given))
-            check_instruction(instr, self.config)
+            # The rules give the same answer for the same instruction (the configuration is fixed):
+            # an instruction made again (a tile read in each iteration) is checked once.
+            try:
+                key: Any = (spec.opcode, engine, *[(type(v), v) for v in values.values()])
+                known = key in self.checked
+            except TypeError:  # an unhashable operand value: checked every time
+                key, known = None, False
+            if not known:
+                check_instruction(instr, self.config)
+                if key is not None:
+                    self.checked.add(key)
         except NcsimError as e:
             raise e.at(place.source_loc()) from None
         self.record(instr, (self.program.file_index(place.file), place.line, place.col))
-        for o in spec.operands:
-            v = views.get(o.name)
-            if v is not None and o.role in ("out", "inout"):
-                buf = v.buf
-                buf.stored = True
-                if not accumulating:
-                    buf.zeroed = False
-                    buf.matmul_written.clear()
+        for v in written:
+            buf = v.buf
+            buf.stored = True
+            if not accumulating:
+                buf.zeroed = False
+                buf.matmul_written.clear()
         return instr
 
     def record(self, instr: Instruction, where: tuple[int, int, int]) -> None:
