@@ -128,7 +128,8 @@ class Program:
         sizes = np.array([len(streams[e]) // 8 for e in ENGINES], np.int64)
         word_first = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
         tab = _tables()
-        pos, first, _, _, _, bad = _scan(words, word_first, tab.fixed_words, tab.ap_count, tab.sem_operand)
+        pos, first, n_waits, n_signals, n_aps, bad = _scan(words, word_first, tab.fixed_words, tab.ap_count,
+                                                           tab.sem_operand)
         if bad != -1:
             at = bad if bad >= 0 else -2 - bad
             e = int(np.searchsorted(word_first, at, side="right") - 1)
@@ -154,7 +155,7 @@ class Program:
                                           f" 0..{count - 1} in order", file=name)
                 src[first[e]:first[e + 1]] = table[:, 1:]
         prog = cls._read(obj.kernel, list(obj.files), list(obj.tensors), name, words, word_first, pos, first,
-                         src[:, 0], src[:, 1], src[:, 2])
+                         src[:, 0], src[:, 1], src[:, 2], (n_waits, n_signals, n_aps))
         prog.semaphores = dict(getattr(obj, "semaphores", {}))
         prog.obj = obj
         return prog
@@ -200,15 +201,20 @@ class Program:
     @classmethod
     def _read(cls, kernel: str, files: list[str], tensors: list[TensorEntry], name: str, words: np.ndarray,
               word_first: np.ndarray, pos: np.ndarray, first: np.ndarray, src_file: np.ndarray,
-              src_line: np.ndarray, src_col: np.ndarray) -> Program:
+              src_line: np.ndarray, src_col: np.ndarray, totals: tuple[int, int, int] | None = None) -> Program:
+        """The reading pass over instructions already found; `totals` (waits, signals, access
+        patterns), if _scan counted them."""
         tab = _tables()
-        opcode = (words[pos] & np.uint64(0xFF)).astype(np.uint8)
         h = words[pos]
-        extra_w = (tab.sem_operand[opcode] == 1).astype(np.int64)
-        extra_s = (tab.sem_operand[opcode] == 2).astype(np.int64)
-        n_waits = int(((h >> np.uint64(16)) & np.uint64(0xFF)).astype(np.int64).sum() + extra_w.sum())
-        n_signals = int(((h >> np.uint64(24)) & np.uint64(0xFF)).astype(np.int64).sum() + extra_s.sum())
-        n_aps = int(tab.ap_count[opcode].sum())
+        opcode = (h & np.uint64(0xFF)).astype(np.uint8)
+        if totals is None:
+            extra_w = int((tab.sem_operand[opcode] == 1).sum())
+            extra_s = int((tab.sem_operand[opcode] == 2).sum())
+            n_waits = int(((h >> np.uint64(16)) & np.uint64(0xFF)).astype(np.int64).sum()) + extra_w
+            n_signals = int(((h >> np.uint64(24)) & np.uint64(0xFF)).astype(np.int64).sum()) + extra_s
+            n_aps = int(tab.ap_count[opcode].sum())
+        else:
+            n_waits, n_signals, n_aps = totals
         out = _read(words, pos, n_waits, n_signals, n_aps, tab.fixed_words, tab.key_mask, tab.ap_off,
                     tab.ap_access, tab.sem_operand, tab.itemsize)
         (body, reps, wptr, wsem, wop, wval, sptr, ssem, sop, sval, fp_ptr, fmem, fpart, fparts, flo, fhi, facc,
