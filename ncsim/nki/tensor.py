@@ -130,7 +130,7 @@ class View:
     """An NKI tensor, tile or view while tracing (see the module docstring)."""
 
     __array_priority__ = 1000  # numpy scalars on the left defer to our operators
-    __slots__ = ("__weakref__", "_buf", "_dtype", "dims", "dynamic", "offset", "partition", "pending")
+    __slots__ = ("__weakref__", "_ap", "_buf", "_dtype", "dims", "dynamic", "offset", "partition", "pending")
 
     def __init__(self, buf: Buffer | None, partition: int, offset: int, dims: tuple[tuple[int, int], ...],
                  dtype: dtypes.DType, pending: Pending | None = None):
@@ -143,6 +143,7 @@ class View:
         # (index tile element, element step) when an index holds a tile element read at run time
         # (nisa.tensor_copy_dynamic_src/_dst): the view is then the one at run-time offset 0.
         self.dynamic: tuple[View, int] | None = None
+        self._ap: tuple | None = None  # (buf, partition, offset, dims, its AccessPattern): see ap()
 
     @classmethod
     def of(cls, buf: Buffer) -> View:
@@ -242,7 +243,17 @@ class View:
         return language.transpose(self)
 
     def ap(self) -> AccessPattern:
-        """The access pattern of this view, checked against its buffer's bounds."""
+        """The access pattern of this view, checked against its buffer's bounds. Kept with the view
+        (a tile is read by several instructions) while its buffer, start and dims stay those it was
+        made from (ncsim.nki.language points pending views at their destination)."""
+        c = self._ap
+        if c is not None and c[0] is self._buf and c[1] == self.partition and c[2] == self.offset and c[3] is self.dims:
+            return c[4]
+        ap = self._make_ap()
+        self._ap = (self._buf, self.partition, self.offset, self.dims, ap)
+        return ap
+
+    def _make_ap(self) -> AccessPattern:
         buf = self.buf
         e = buf.entry
         memory = MEMORY[e.memory]
@@ -270,6 +281,8 @@ class View:
 
     def clip(self, intervals: dict[int, tuple[int, int]]) -> View:
         """This view with axis d narrowed to positions [lo, hi) for each (d, (lo, hi)) (a mask)."""
+        if not intervals:
+            return self
         dims = list(self.dims)
         partition, offset = self.partition, self.offset
         for d, (lo, hi) in intervals.items():

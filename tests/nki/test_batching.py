@@ -18,6 +18,7 @@ import pytest
 import ncsim.nki.language as nl
 from ncsim import nki
 from ncsim.asm.elf import write_elf
+from ncsim.errors import AsmError
 
 BF16 = ml_dtypes.bfloat16
 _spec = importlib.util.spec_from_file_location("bench_nki", Path(__file__).resolve().parents[2] / "tools" / "bench_nki.py")
@@ -88,3 +89,39 @@ def test_sites_whose_structure_varies_build_the_same_object():
     _same_object(*runs)
     t = np.repeat(np.arange(3, dtype=np.float32), 128)[:300, None]
     np.testing.assert_array_equal(runs[0].outputs, x * y + t)
+
+
+def test_the_rules_run_once_per_distinct_instruction(monkeypatch):
+    from ncsim.nki import tracer
+
+    seen = []
+
+    def counting(instr, config):
+        seen.append(instr)
+        return real(instr, config)
+
+    real = tracer.check_instruction
+    monkeypatch.setattr(tracer, "check_instruction", counting)
+    lhs_t, rhs = _operands(256, 256, 1024)
+    run = nki.simulate(bench.matmul_tiled, (lhs_t, rhs), {}, values=False)
+    # lhs tiles are loaded again for each N tile, into the same two buffers: the same instructions
+    assert len(seen) == len({(i.engine, tuple(i.operands.values())) for i in seen}) < run.result.instructions
+
+
+@nki.jit
+def shifted_copies(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    r = nl.ndarray(x.shape, dtype=x.dtype)
+    for p in (0, 64, 32):  # 40 partitions may start at 0 or 64, not at 32
+        r[p:p + 40, :] = nl.copy(t[p:p + 40, :])
+    nl.store(out, value=r)
+    return out
+
+
+def test_a_later_iteration_that_breaks_a_rule_is_still_refused():
+    x = np.zeros((128, 64), np.float32)
+    with pytest.raises(AsmError) as e:
+        shifted_copies(x)
+    assert "starts at partition 32 with 40 partitions" in str(e.value)
+    assert e.value.loc.text.strip() == "r[p:p + 40, :] = nl.copy(t[p:p + 40, :])"
