@@ -141,6 +141,7 @@ def simulate(kernel: Any, args: tuple, kwargs: dict, *, values: bool | None = No
     global _last
     from ncsim.program import Program as Decoded
     from ncsim.runtime.run import run
+    from ncsim.runtime.verify import verify_program
 
     clock = time.perf_counter()
     k = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
@@ -198,10 +199,11 @@ def simulate(kernel: Any, args: tuple, kwargs: dict, *, values: bool | None = No
     if values and placeholders:
         raise NcsimError("placeholder arguments (nki.typing.tensor) have no values: run with values=False")
     clock = time.perf_counter()
-    # The decoded program straight from the encoded arrays (no object in between); every instruction
-    # was checked against this configuration's rules when it was traced.
+    # The decoded program straight from the encoded arrays (no object in between), held to this
+    # configuration's rules as a loaded object is (each instruction was also checked when traced).
     decoded = Decoded.from_encoded(enc, program.kernel, program.files, list(program.tensors.values()),
                                    f"<kernel {program.kernel}>")
+    verify_program(decoded, config)
     seconds["load"] = time.perf_counter() - clock
     clock = time.perf_counter()
     result = run(decoded, inputs if values else None, config=config, sidecar=False, check=False, values=values)
