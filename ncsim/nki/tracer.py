@@ -183,6 +183,7 @@ class Tracer:
         self.batch = batch  # gather the instructions of a call site into chunks of lanes (record)
         self.sites: dict[Any, _Site] = {}
         self.checked: set[Any] = set()  # instructions the rules were checked on (emit)
+        self.tiles_ok: set[Any] = set()  # (memory, dtype, shape) of tiles check_tile accepted
         self.program = Program(kernel=kernel)
         self.alloc = Allocator(config)
         self.queues: dict[tuple[str, Memory, Memory], int] = {}
@@ -254,6 +255,9 @@ class Tracer:
 
     def check_tile(self, memory: str, dtype: dtypes.DType, shape: tuple[int, ...], place: Place) -> None:
         """NKI's tile rules: partition dimension first, at most pmax; a PSUM tile fits one bank."""
+        key = (memory, dtype, shape)
+        if key in self.tiles_ok:  # the same answer for the same tile (the configuration is fixed)
+            return
         cfg = self.config
         if not shape or any(int(s) < 1 for s in shape):
             raise self.fail(f"a tile's shape must be non-empty and positive, not {list(shape)}", place)
@@ -267,6 +271,7 @@ class Tracer:
             raise self.fail(f"a PSUM tile holds at most {cfg.psum_bank_bytes} bytes per partition (one bank:"
                             f" nl.tile_size.psum_fmax = {cfg.psum_bank_bytes // 4} fp32); {list(shape)} of"
                             f" {dtype.name} needs {per}", place)
+        self.tiles_ok.add(key)
 
     # ---------------------------------------------------------------- pending results
     def result(self, shape: tuple[int, ...], dtype: dtypes.DType, memory: str, mnemonic: str,
