@@ -37,8 +37,8 @@ def inputs(seed: int = 0) -> dict[str, np.ndarray]:
 
 
 def reference(preds: np.ndarray, targets: np.ndarray) -> dict[str, np.ndarray]:
-    a = preds.astype(np.float32).reshape(ROWS, COLS // 4, 4)
-    b = targets.astype(np.float32).reshape(ROWS, COLS // 4, 4)
+    a = preds.astype(np.float32).reshape(len(preds), -1, 4)
+    b = targets.astype(np.float32).reshape(len(targets), -1, 4)
     ax1, ay1, ax2, ay2 = (a[..., i] for i in range(4))
     bx1, by1, bx2, by2 = (b[..., i] for i in range(4))
     zero = np.float32(0)

@@ -19,8 +19,10 @@ EPS = 1e-5
 
 
 def torch_giou(preds: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    a = torch.from_numpy(preds).reshape(ROWS, COLS // 4, 4)
-    b = torch.from_numpy(targets).reshape(ROWS, COLS // 4, 4)
+    """preds, targets: f32[rows, 4 n] (n boxes per row) -> f32[rows, n]. Also the reference of the NKI
+    GIoU (tests/nki/test_giou.py)."""
+    a = torch.from_numpy(preds).reshape(len(preds), -1, 4)
+    b = torch.from_numpy(targets).reshape(len(targets), -1, 4)
     ax1, ay1, ax2, ay2 = a.unbind(-1)
     bx1, by1, bx2, by2 = b.unbind(-1)
     eps = torch.tensor(EPS, dtype=torch.float32)
@@ -38,11 +40,11 @@ def torch_giou(preds: np.ndarray, targets: np.ndarray) -> np.ndarray:
     return giou.numpy()
 
 
-def boxes(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def boxes(rng: np.random.Generator, rows: int = ROWS, cols: int = COLS) -> tuple[np.ndarray, np.ndarray]:
     """Pairs of boxes with integer corners in [0, 256]: random (mostly overlapping or disjoint),
     identical, touching along x and along y, nested, degenerate (zero width) and far apart."""
     def random_boxes() -> np.ndarray:
-        c = rng.integers(0, 257, size=(ROWS, COLS // 4, 4))
+        c = rng.integers(0, 257, size=(rows, cols // 4, 4))
         x, y = np.sort(c[..., 0::2], axis=-1), np.sort(c[..., 1::2], axis=-1)
         return np.stack([x[..., 0], y[..., 0], x[..., 1], y[..., 1]], axis=-1).astype(np.float32)
 
@@ -59,7 +61,7 @@ def boxes(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     t[4::8, :, 2] = t[4::8, :, 0]  # zero width: area 0
     p[5::8] = np.array([0, 0, 10, 10], np.float32)  # disjoint and far apart
     t[5::8] = np.array([200, 200, 256, 256], np.float32)
-    return p.reshape(ROWS, COLS), t.reshape(ROWS, COLS)
+    return p.reshape(rows, cols), t.reshape(rows, cols)
 
 
 def test_giou_matches_torch_bit_for_bit():
