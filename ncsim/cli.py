@@ -33,6 +33,30 @@ set_option = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
                           help="Override one hardware parameter; repeatable.")
 
 
+define_option = click.option("-D", "--define", "defines", multiple=True, metavar="NAME=VALUE",
+                             help="The value of the program's `.param NAME` (an integer); repeatable.")
+
+
+def parse_defines(defines: tuple[str, ...]) -> dict[str, int]:
+    """-D NAME=VALUE options as the assembler's params (whether each NAME is declared is its check)."""
+    from ncsim.asm.expr import int_literal
+    from ncsim.asm.lexer import Token
+
+    params: dict[str, int] = {}
+    for item in defines:
+        name, eq, text = item.partition("=")
+        name, text = name.strip(), text.strip()
+        negative = text.startswith("-")
+        digits = text.removeprefix("-")
+        value = int_literal(Token("number", digits, 1)) if digits else None
+        if not eq or not name.isidentifier() or value is None:
+            raise NcsimError(f"-D takes NAME=INTEGER (e.g. -D N=1024), not '{item}'")
+        if name in params:
+            raise NcsimError(f"-D gives '{name}' twice")
+        params[name] = -value if negative else value
+    return params
+
+
 quiet_option = click.option("--quiet", "-q", is_flag=True,
                             help="No progress bars and no notice that kernels are being compiled.")
 
@@ -58,18 +82,19 @@ def cli() -> None:
 @click.argument("source", type=click.Path())
 @click.option("-o", "--output", type=click.Path(), help="Object file to write (default: SOURCE with .o).")
 @click.option("--show-sync", is_flag=True, help="Print the semaphore waits the assembler inserted, and why.")
+@define_option
 @quiet_option
 @config_file_option
 @set_option
-def asm(source: str, output: str | None, show_sync: bool, quiet: bool, config_files: tuple[str, ...],
-        sets: tuple[str, ...]) -> None:
+def asm(source: str, output: str | None, show_sync: bool, defines: tuple[str, ...], quiet: bool,
+        config_files: tuple[str, ...], sets: tuple[str, ...]) -> None:
     """Assemble SOURCE (.s) into an ELF object."""
     from ncsim import progress, warmup
     from ncsim.asm.assembler import Assembler, read_source
     from ncsim.asm.elf import write_elf
 
     config = make_config(config_files, sets)
-    assembler = Assembler(config)
+    assembler = Assembler(config, parse_defines(defines))
     text = read_source(source)
     with progress.enable_bars(not quiet), warmup.prepare(_announce(quiet)), \
             progress.Progress(None, f"assembling {source}"):
@@ -183,12 +208,13 @@ def _check_output(option: str, path: str) -> None:
               help="Draw the timeline as a picture, in the format of the file's extension.")
 @click.option("--timing-only", is_flag=True,
               help="Only time the program: no values, inputs, outputs or check (fast, for large programs).")
+@define_option
 @quiet_option
 @config_file_option
 @set_option
 def run(program: str, input_files: tuple[str, ...], out_file: str | None, seed: int, sidecar: str | None,
-        no_check: bool, trace: str | None, timeline: str | None, timing_only: bool, quiet: bool,
-        config_files: tuple[str, ...], sets: tuple[str, ...]) -> None:
+        no_check: bool, trace: str | None, timeline: str | None, timing_only: bool, defines: tuple[str, ...],
+        quiet: bool, config_files: tuple[str, ...], sets: tuple[str, ...]) -> None:
     """Run PROGRAM (.s or .o) on the simulated NeuronCore: compute its outputs, check them, time it,
     and report what bounds it.
 
@@ -201,6 +227,7 @@ def run(program: str, input_files: tuple[str, ...], out_file: str | None, seed: 
     from ncsim.runtime.run import save_outputs
 
     config = make_config(config_files, sets)
+    params = parse_defines(defines)
     given = {}
     for item in input_files:
         name, eq, path = item.partition("=")
@@ -227,7 +254,7 @@ def run(program: str, input_files: tuple[str, ...], out_file: str | None, seed: 
         try:
             result = run_kernel(program, given, config=config, seed=seed,
                                 sidecar=sidecar if sidecar is not None else True, check=not no_check,
-                                values=not timing_only)
+                                values=not timing_only, params=params)
         except DeadlockError as e:  # the trace and the picture of what ran, to look at the deadlock
             if e.partial is not None and (trace_path or timeline):
                 _write_pictures(e.partial(), trace_path, timeline, " (up to the deadlock)")

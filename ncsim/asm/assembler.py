@@ -10,6 +10,8 @@ instruction. Directives of this layer:
     .view NAME = TENSOR DTYPE[shape]      the same bytes seen with another shape (and dtype): on chip the
                                           same partitions and bytes per partition, in HBM the same size
     .const NAME = EXPR                    a named integer or float constant
+    .param NAME [= DEFAULT]               a named integer supplied from outside (Assembler(params=...),
+                                          `ncsim asm -D NAME=VALUE`), else DEFAULT; then like .const
     .sem NAME                             a named semaphore (for programs that synchronise by hand)
     .for VAR in START..STOP [step S]      repeat the lines up to the matching .end, VAR = START, ...
     .end                                  (STOP excluded), unrolled at assembly time: each body line
@@ -35,7 +37,7 @@ program order.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -178,8 +180,10 @@ class Program:
 
 
 class Assembler:
-    def __init__(self, config: Config = DEFAULT):
+    def __init__(self, config: Config = DEFAULT, params: Mapping[str, int] | None = None):
         self.config = config
+        self.params = dict(params or {})  # the values of the program's .param names, given from outside
+        self.declared_params: list[str] = []  # the .param names seen so far
         self.env = LanguageEnv()
         self.directives: dict[str, Callable[[Line, Cursor], None]] = {
             "kernel": self.d_kernel,
@@ -188,6 +192,7 @@ class Assembler:
             "psum": self.d_tensor,
             "view": self.d_view,
             "const": self.d_const,
+            "param": self.d_param,
             "sem": self.d_sem,
             "sync": self.d_sync,
             "file": self.d_file,
@@ -206,6 +211,7 @@ class Assembler:
     def assemble(self, text: str, filename: str) -> ObjectFile:
         self.program.kernel = _identifier(Path(filename).stem)
         self.assemble_lines(text, filename)
+        self.check_params(filename)
         self.program.build(self.config, set(self.env.sems.values()))
         obj = self.program.to_object()
         obj.semaphores = {number: name for name, number in self.env.sems.items()}
@@ -489,6 +495,32 @@ class Assembler:
                             " only integers combine in expressions", cur.peek())
         self.env.names[tok.text] = value
 
+    def d_param(self, line: Line, cur: Cursor) -> None:
+        tok = self.declare(cur)
+        default = None
+        if cur.accept("="):
+            default = parse_int(cur, self.env.names, "the parameter's default (an integer expression)")
+        value = self.params.get(tok.text, default)
+        if value is None:
+            raise cur.error(f"parameter '{tok.text}' has no value: give one (ncsim asm/run -D {tok.text}=VALUE,"
+                            f" Assembler(params={{'{tok.text}': VALUE}})) or a default (.param {tok.text} = EXPR)",
+                            tok)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise cur.error(f"parameter '{tok.text}' is given {value!r}: a parameter is an integer", tok)
+        self.env.names[tok.text] = value
+        self.declared_params.append(tok.text)
+
+    def check_params(self, filename: str) -> None:
+        """A value given for a name the program does not declare with .param is an error (a misspelt
+        -D would otherwise change nothing)."""
+        unknown = sorted(set(self.params) - set(self.declared_params))
+        if unknown:
+            declared = ", ".join(self.declared_params) or "none"
+            raise AsmError(f"a value is given for {', '.join(repr(n) for n in unknown)}, which the program does not"
+                           f" declare with .param (its parameters: {declared})", file=filename,
+                           notes=tuple(n for n in (suggest(u, self.declared_params) for u in unknown)
+                                       if n.startswith("did you mean")))
+
     def d_sem(self, line: Line, cur: Cursor) -> None:
         tok = self.declare(cur)
         used = set(self.env.sems.values()) | self.env.raw_sems
@@ -597,8 +629,9 @@ def _identifier(stem: str) -> str:
     return out if out and not out[0].isdigit() else "k_" + out
 
 
-def assemble(text: str, filename: str = "<input>", config: Config = DEFAULT) -> ObjectFile:
-    return Assembler(config).assemble(text, filename)
+def assemble(text: str, filename: str = "<input>", config: Config = DEFAULT,
+             params: Mapping[str, int] | None = None) -> ObjectFile:
+    return Assembler(config, params).assemble(text, filename)
 
 
 def read_source(path: str | Path) -> str:
@@ -608,5 +641,5 @@ def read_source(path: str | Path) -> str:
         raise AsmError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}", file=str(path)) from None
 
 
-def assemble_file(path: str | Path, config: Config = DEFAULT) -> ObjectFile:
-    return assemble(read_source(path), str(path), config)
+def assemble_file(path: str | Path, config: Config = DEFAULT, params: Mapping[str, int] | None = None) -> ObjectFile:
+    return assemble(read_source(path), str(path), config, params)

@@ -74,12 +74,17 @@ class RunResult:
         return make_report(self.timing)
 
 
-def load_program(program: str | Path | ObjectFile | Program, config: Config) -> tuple[Program, str, bool]:
+def load_program(program: str | Path | ObjectFile | Program, config: Config,
+                 params: Mapping[str, int] | None = None) -> tuple[Program, str, bool]:
     """(the decoded program, display name, whether it came from an object). A .s file is assembled in
-    memory, straight into the decoded program; an object is decoded once, for every phase; a decoded
-    program is taken as it is."""
+    memory, straight into the decoded program, with `params` the values of its .param names; an
+    object is decoded once, for every phase; a decoded program is taken as it is."""
     from ncsim.asm.objfile import ObjectFile
     from ncsim.program import Program
+
+    if params and not (isinstance(program, (str, Path)) and str(program).endswith(".s")):
+        what = str(program) if isinstance(program, (str, Path)) else "this program"
+        raise NcsimError(f"parameter values (-D) are for assembly source (.s): {what} is assembled already")
 
     if isinstance(program, Program):  # already decoded (the NKI front end builds it from its arrays)
         return program, program.name, False
@@ -93,7 +98,7 @@ def load_program(program: str | Path | ObjectFile | Program, config: Config) -> 
         from ncsim.asm.assembler import Assembler, read_source
 
         with Progress(None, f"assembling {path}"):
-            asm = Assembler(config)
+            asm = Assembler(config, params)
             obj = asm.assemble(read_source(path), path)
             # The program straight from the assembler's arrays: the object is not decoded again.
             prog = Program.from_encoded(asm.program.encoded, obj.kernel, obj.files, obj.tensors, path,
@@ -108,7 +113,7 @@ def load_program(program: str | Path | ObjectFile | Program, config: Config) -> 
 def run(program: str | Path | ObjectFile | Program, inputs: Mapping[str, Any] | None = None, *,
         config: Config | None = None, seed: int = 0, sidecar: str | Path | bool = True,
         check: bool = True, timing: bool = True, values: bool = True,
-        progress: Callable[[int, int], None] | None = None) -> RunResult:
+        progress: Callable[[int, int], None] | None = None, params: Mapping[str, int] | None = None) -> RunResult:
     """Run `program` (a .s or .o path, an ObjectFile, or a decoded `ncsim.program.Program`) on a
     simulated NeuronCore-v2.
 
@@ -119,12 +124,13 @@ def run(program: str | Path | ObjectFile | Program, inputs: Mapping[str, Any] | 
     values=False (the CLI's --timing-only) there are no inputs, outputs or check, only the timing.
     progress: called as progress(done, total) as the values are computed. The `ncsim` command also
     draws bars of the steps that last (ncsim.progress); from Python they are off.
+    params: the values of a .s program's `.param` names (`ncsim run -D NAME=VALUE`).
     """
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise InputError(f"seed {seed!r}: a seed is a non-negative integer (numpy's random generators,"
                          " and the sidecars' inputs(seed), take no other)")
     config = config or Config()
-    prog, name, from_object = load_program(program, config)
+    prog, name, from_object = load_program(program, config, params)
     if from_object:  # an object is held to this configuration's rules before anything is allocated or run,
         from ncsim.runtime.verify import verify_program  # timing-only too
 
