@@ -15,6 +15,7 @@ import numpy as np
 
 from ncsim import dtypes
 from ncsim.errors import AsmError
+from ncsim.isa import ACTIVATION_FUNCS, ALU_ALIASES, ALU_OPS
 from ncsim.nki import language as nl
 from ncsim.nki.indexing import Index, Mask
 from ncsim.nki.tensor import View, to_dtype
@@ -68,11 +69,22 @@ fp32 = nl.fp32
 _COLUMNS = ("operand0", "operand1", "bias", "scale", "prob", "initial", "reduce_res")
 
 
+_ALU_NAMES = {o[0] for o in ALU_OPS}
+_ACTIVATION_NAMES = {f[0] for f in ACTIVATION_FUNCS}
+
+
 def _op_name(op: Any) -> str:
-    """An operator given as nl.add, np.add, nl.exp or 'add' -> its name (np.amax -> 'amax', an alias)."""
+    """An operator given as nl.add, np.add, nl.exp or 'add' -> its name in ncsim's tables; the aliases
+    of ncsim.isa.ALU_ALIASES are resolved (np.max, np.amax and nl.max -> 'maximum', as the tutorials'
+    `nisa.tensor_reduce(np.max, ...)` writes it), and a name in neither the ALU nor the activation
+    table is refused with both lists."""
     name = op if isinstance(op, str) else getattr(op, "__name__", None)
     if not isinstance(name, str):
         raise current().fail(f"expected an operator such as nl.add or np.maximum, not {op!r}")
+    name = ALU_ALIASES.get(name, name)
+    if name not in _ALU_NAMES and name not in _ACTIVATION_NAMES:
+        raise current().fail(f"{name!r} is not an operator ncsim has; ALU operators: {', '.join(sorted(_ALU_NAMES))};"
+                             f" activation functions: {', '.join(sorted(_ACTIVATION_NAMES))}")
     return name
 
 

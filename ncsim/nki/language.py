@@ -353,6 +353,20 @@ def load(src: View, *, mask: Any = None, dtype: Any = None, **_: Any) -> View:
     return tr.result(src.shape, dt, "sbuf", "dma_copy", "sync", intervals=iv, src=src.clip(iv))
 
 
+def load_transpose2d(src: View, *, mask: Any = None, dtype: Any = None, **_: Any) -> View:
+    """HBM [F, P] -> a new SBUF tile [P, F] holding its transpose (nki.language.load_transpose2d,
+    https://awsdocs-neuron.readthedocs-hosted.com/en/v2.26.1/nki/api/generated/nki.language.load_transpose2d.html):
+    one dma_copy issued by Sync whose HBM access pattern walks src by columns (partition p reads
+    column p, element f of it is row f)."""
+    tr = current("nl.load_transpose2d")
+    if not isinstance(src, View) or src.on_chip:
+        raise tr.fail("nl.load_transpose2d reads a tensor in HBM (a kernel argument or an HBM ndarray)")
+    if src.ndim != 2:
+        raise tr.fail(f"nl.load_transpose2d takes a 2-D tensor [F, P], not {list(src.shape)}")
+    i_p, i_f = mgrid[0:src.shape[1], 0:src.shape[0]]
+    return load(src[i_f, i_p], mask=mask, dtype=dtype)
+
+
 def store(dst: View, value: Any, *, mask: Any = None, **_: Any) -> None:
     """A tile -> HBM: dma_copy issued by GpSimd (an engine with no loads to issue, so a store that
     waits for its data holds up no load)."""
