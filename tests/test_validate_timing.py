@@ -1,0 +1,61 @@
+"""tools/validate_timing.py (the calibration suite, docs/timing.md "Calibration") on its smallest case:
+the published latency comes from the one table, ncsim's is the case's simulated latency, the ratio and
+verdict follow from them. The whole suite stays out of `make test` (about 30 s)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TABLE = tomllib.loads((ROOT / "tests" / "nki" / "published_latencies.toml").read_text())
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("validate_timing", ROOT / "tools" / "validate_timing.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_every_calibration_case_has_its_source_set_and_a_case():
+    tool = _tool()
+    from calibrate import case
+    entries = {n: e for n, e in TABLE.items() if "calibrate" in e}
+    assert {e["set"] for e in entries.values()} == {"fit", "held_out"}
+    for name, e in entries.items():
+        assert e["source"] and e["shape"] and e["published_us"] > 0, name
+        assert callable(case(e["calibrate"])), name
+    assert tool.TOLERANCE == {"fit": 0.15, "held_out": 0.25}
+
+
+def test_smallest_case_prints_published_ncsim_ratio_and_verdict(capsys):
+    tool = _tool()
+    assert tool.main(["--only", "mamba_v1"]) == 0
+    out = capsys.readouterr().out
+    row = re.search(r"^mamba_v1\s+fit\s+([0-9.]+) us\s+([0-9.]+) us\s+([0-9.]+)\s+(ok|MISS)\s+(\d+)$", out, re.MULTILINE)
+    assert row, out
+    published, simulated, ratio = (float(row.group(i)) for i in (1, 2, 3))
+    assert published == TABLE["mamba_v1"]["published_us"]
+    sim_us, count, _ = tool.simulate(TABLE["mamba_v1"], tool.load_config())
+    assert simulated == pytest.approx(sim_us, abs=0.005) and int(row.group(5)) == count
+    assert ratio == pytest.approx(sim_us / published, abs=0.0005)
+    assert row.group(4) == ("ok" if abs(sim_us / published - 1) <= 0.15 else "MISS")
+    assert re.search(r"^summary fit: [01]/1 within 15%; worst mamba_v1 ", out, re.MULTILINE), out
+
+
+def test_unknown_case_is_refused_with_the_list():
+    with pytest.raises(SystemExit, match=r"no calibration case nope in .*\(cases: mamba_v1, "):
+        _tool().main(["--only", "nope"])
+
+
+def test_a_parameter_override_reaches_the_run(capsys):
+    tool = _tool()
+    slow, _, _ = tool.simulate(TABLE["mamba_v1"], tool.load_config(None, ["dma_latency_ns=20000"]))
+    fast, _, _ = tool.simulate(TABLE["mamba_v1"], tool.load_config())
+    assert slow > fast
+

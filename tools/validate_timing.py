@@ -1,0 +1,109 @@
+"""Time the calibration suite and compare with the published latencies (docs/timing.md "Calibration").
+
+    .venv/bin/python tools/validate_timing.py                 # every case of the table
+    .venv/bin/python tools/validate_timing.py --only mamba_v1 --only matmul_optimized
+    .venv/bin/python tools/validate_timing.py --set held_out -D dma_latency_ns=2000
+
+The cases are the entries of the one table of published latencies, tests/nki/published_latencies.toml,
+that name a calibration case (`calibrate = "module:case"`, tools/calibrate/). Each is traced, built and
+timed with placeholder arguments (timing-only, as `nki.benchmark` times a kernel) under the default
+configuration or the one given. Printed per case: its set (fit or held_out), the published latency,
+ncsim's, their ratio and the verdict: ok when the ratio is within the set's tolerance (15% for the fit
+set, 25% held out: the targets of issue 15), MISS otherwise; then the ratios of the matmul steps and of
+mamba v1 -> v2 against the published ones, and a summary line per set. The exit status is 0 whether or
+not cases miss (this is a report, not a test); 2 for a bad argument.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
+
+from calibrate import case
+
+from ncsim import nki
+from ncsim.config import load_config
+
+TABLE = ROOT / "tests" / "nki" / "published_latencies.toml"
+TOLERANCE = {"fit": 0.15, "held_out": 0.25}
+# Ratios between cases that the tutorials report as steps (name, numerator case, denominator case).
+STEPS = (("matmul tiled / hoisted", "matmul_tiled", "matmul_hoisted"),
+         ("matmul hoisted / block_free", "matmul_hoisted", "matmul_block_free"),
+         ("matmul block_free / optimized", "matmul_block_free", "matmul_optimized"),
+         ("mamba v1 / v2, 4096 channels", "mamba_v1_4096", "mamba_v2_4096"))
+
+
+def cases(table: dict, only: list[str], which: str | None) -> dict[str, dict]:
+    chosen = {name: e for name, e in table.items() if "calibrate" in e}
+    unknown = [n for n in only if n not in chosen]
+    if unknown:
+        raise SystemExit(f"validate_timing: no calibration case {', '.join(unknown)} in {TABLE.relative_to(ROOT)}"
+                         f" (cases: {', '.join(chosen)})")
+    return {n: e for n, e in chosen.items() if (not only or n in only) and (which is None or e["set"] == which)}
+
+
+def simulate(entry: dict, config) -> tuple[float, int, str]:
+    kernel, args = case(entry["calibrate"])()
+    run = nki.simulate(kernel, args, {}, values=False, config=config)
+    return run.latency_us, run.result.instructions, run.report.verdict.text
+
+
+def verdict(ratio: float, tolerance: float) -> str:
+    return "ok" if abs(ratio - 1) <= tolerance else "MISS"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", action="append", default=[], help="a case of the table (repeatable)")
+    ap.add_argument("--set", choices=sorted(TOLERANCE), default=None, help="only the fit or the held-out cases")
+    ap.add_argument("--config", default=None, help="a TOML file of parameters (ncsim config)")
+    ap.add_argument("-D", dest="sets", action="append", default=[], help="NAME=VALUE: a parameter of ncsim config")
+    ap.add_argument("--why", action="store_true", help="print ncsim's verdict (what bounds the run) per case")
+    args = ap.parse_args(argv)
+    table = tomllib.loads(TABLE.read_text())
+    chosen = cases(table, args.only, args.set)
+    config = load_config(args.config, args.sets)
+    start = time.perf_counter()
+    print(f"{'case':<20} {'set':<8} {'published':>11} {'ncsim':>11} {'ratio':>6}  verdict  instructions")
+    got: dict[str, float] = {}
+    for name, entry in chosen.items():
+        sim, count, why = simulate(entry, config)
+        got[name] = sim
+        pub = float(entry["published_us"])
+        ratio = sim / pub
+        print(f"{name:<20} {entry['set']:<8} {_us(pub):>11} {_us(sim):>11} {ratio:6.3f}  "
+              f"{verdict(ratio, TOLERANCE[entry['set']]):<7}  {count}", flush=True)
+        if args.why:
+            print(f"    {why}")
+    for label, a, b in STEPS:
+        if a in got and b in got:
+            pub = table[a]["published_us"] / table[b]["published_us"]
+            sim = got[a] / got[b]
+            print(f"step {label}: published {pub:.2f}x, ncsim {sim:.2f}x, ratio {sim / pub:.3f}"
+                  f" {verdict(sim / pub, TOLERANCE['fit'])}")
+    for which, tol in TOLERANCE.items():
+        names = [n for n in got if chosen[n]["set"] == which]
+        if not names:
+            continue
+        ratios = [got[n] / chosen[n]["published_us"] for n in names]
+        within = sum(abs(r - 1) <= tol for r in ratios)
+        worst = max(names, key=lambda n: abs(got[n] / chosen[n]["published_us"] - 1))
+        print(f"summary {which}: {within}/{len(names)} within {tol:.0%}; worst {worst}"
+              f" {got[worst] / chosen[worst]['published_us']:.3f}; mean |ratio - 1|"
+              f" {sum(abs(r - 1) for r in ratios) / len(ratios):.3f}")
+    print(f"({len(got)} cases in {time.perf_counter() - start:.1f} s)")
+    return 0
+
+
+def _us(us: float) -> str:
+    return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.2f} us"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
