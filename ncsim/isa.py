@@ -327,7 +327,7 @@ TABLE: tuple[InstrSpec, ...] = (
         " add and multiply of 32-bit integer tiles (dst, data1, data2 all i32/u32) run only on GpSimd, on the"
         " integers modulo 2**32 (rule int32-add-multiply). GpSimd cannot reach PSUM.",
         "max(MIN_II, N) if one input is in PSUM and the other in SBUF, or all bf16 add/subtract/multiply with"
-        " unit stride; else max(MIN_II, 2N)",
+        " unit stride; else max(MIN_II, c x N), c = tensor_tensor_cycles_per_element = 1 (the ISA estimates 2N; the chip measured about N: docs/timing.md#calibration)",
     ),
     InstrSpec(
         "tensor_scalar", 0x21, ("vector", "scalar", "gpsimd"),
@@ -387,7 +387,7 @@ TABLE: tuple[InstrSpec, ...] = (
         "tmp = data op0 operand0 (reversed when reverse0); out = tmp op1 operand1 (reversed when reverse1); fp32,"
         " tmp not narrowed, arithmetic ops only (the unary rule of tensor_scalar). data, operand1 and dst have the"
         " same partitions and elements per partition; data and operand1 may not both be in PSUM.",
-        "N Vector cycles for bf16 subtract then multiply with even N; else 2N",
+        "max(MIN_II, N) Vector cycles for bf16 subtract then multiply with even N; else max(MIN_II, 2N)",
     ),
     InstrSpec(
         "tensor_reduce", 0x24, ("vector",),
@@ -409,7 +409,7 @@ TABLE: tuple[InstrSpec, ...] = (
         " keepdims=true dst's shape is data's with each reduced axis of size 1 (NKI: [P, A, B] over axis [2] gives"
         " [P, A, 1]), the values the same. negate"
         " (arithmetic ops only, NKI) multiplies the result by -1.0 in fp32.",
-        "N/2 Vector cycles for bf16 add or maximum; else N",
+        "max(MIN_II, N/2) Vector cycles for bf16 add or maximum; else max(MIN_II, N)",
     ),
     InstrSpec(
         "tensor_tensor_scan", 0x25, ("vector",),
@@ -528,7 +528,7 @@ TABLE: tuple[InstrSpec, ...] = (
         "out[p] = the 8 largest values of src[p] (8 to 16384 per partition, config top8_fmax), compared in fp32,"
         " largest first: NaN ranks above +inf, -0 equals +0, equal values come in order of position and a value"
         " present several times is listed as often. The values are src's, narrowed to dst's dtype (NaN payloads kept).",
-        "N Vector cycles",
+        "max(MIN_II, N) Vector cycles",
     ),
     InstrSpec(
         "nc_find_index8", 0x2F, ("vector",),
@@ -537,7 +537,7 @@ TABLE: tuple[InstrSpec, ...] = (
         "out[p, j] = the smallest flat free index i with data[p, i] == vals[p, j], compared in fp32 (-0 finds +0,"
         " NaN finds nothing); 0 if nothing matches (NKI: undefined; ncsim follows nc_match_replace8's NKI equivalent)."
         " data has 8 to 16384 elements per partition (top8_fmax), vals exactly 8; dst is [P, 8] uint16 or uint32.",
-        "N Vector cycles",
+        "max(MIN_II, N) Vector cycles",
     ),
     InstrSpec(
         "nc_match_replace8", 0x30, ("vector",),

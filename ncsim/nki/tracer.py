@@ -128,6 +128,22 @@ def user_place() -> Place:
     return Place(first.f_code.co_filename, line, col, length, tuple(site))
 
 
+def _kernel_place(tb: Any) -> Place:
+    """The kernel's frame in a traceback that went from the kernel into ncsim.nki: the last frame
+    outside ncsim.nki before the first one inside it."""
+    frame = None
+    while tb is not None:
+        if not _ours(tb.tb_frame.f_code.co_filename):
+            frame = tb.tb_frame
+        elif frame is not None:
+            break
+        tb = tb.tb_next
+    if frame is None:
+        return Place("<nki>", 1, 1, 1, ())
+    line, col, length = _position(frame)
+    return Place(frame.f_code.co_filename, line, col, length, ())
+
+
 @dataclass
 class Pending:
     """An instruction whose destination is not yet chosen (see ncsim.nki.tensor)."""
@@ -470,6 +486,11 @@ class Tracer:
                 self.shared_seen = 0
                 result = func(*args, **kwargs)
                 self.flush()
+        except AsmError as e:
+            if e.loc is not None:
+                raise
+            # an error raised without a place (indexing, reshape): at the kernel's line that called ncsim.nki
+            raise AsmError(e.message, _kernel_place(e.__traceback__).source_loc(), notes=e.notes) from None
         finally:
             _current = None
             self.discard_pending()

@@ -300,3 +300,20 @@ def test_numpy_reductions_name_alu_operators():
         np.testing.assert_array_equal(reduce_with(x, op)[:, 0], want)
     with pytest.raises(AsmError, match=r"'mean' is not an operator ncsim has; ALU operators: .*maximum"):
         reduce_with(x, np.mean)
+
+
+@nki.jit
+def bad_reshape(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    nl.store(out, value=t.reshape((128, 7)))
+    return out
+
+
+def test_an_error_raised_without_a_place_points_at_the_kernels_line():
+    """Indexing and reshape raise their errors without a place; the tracer puts them at the kernel's
+    line (they had none: `error: cannot reshape ...`, no file, no line)."""
+    with pytest.raises(AsmError) as e:
+        bad_reshape(np.ones((128, 8), F32))
+    assert e.value.loc is not None and e.value.loc.file == __file__
+    assert "t.reshape((128, 7))" in e.value.loc.text and "cannot reshape [128, 8]" in e.value.message
