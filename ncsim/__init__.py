@@ -14,3 +14,11 @@ def run(*args: Any, **kwargs: Any) -> Any:
     from ncsim.runtime.run import run as _run
 
     return _run(*args, **kwargs)
+
+
+def sweep(*args: Any, **kwargs: Any) -> Any:
+    """Run programs over a grid of hardware parameters on Dask: `ncsim.sweeps.sweep` (a DataFrame;
+    needs the extra ncsim[sweep]). The module `ncsim.sweeps` also has `summary`, `plot`, `load_grid`."""
+    from ncsim.sweeps import sweep as _sweep
+
+    return _sweep(*args, **kwargs)

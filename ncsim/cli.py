@@ -331,6 +331,44 @@ def nki_cmd(script: str, script_args: tuple[str, ...], timing_only: bool, emit_a
         sys.exit(1)
 
 
+@cli.command("sweep")
+@click.argument("programs", nargs=-1)
+@click.option("--grid", "grids", multiple=True, metavar="NAME=V1,V2,...|FILE.toml",
+              help="A swept parameter and its values, or a grid file (lists, ranges, log ranges, zip); repeatable."
+                   " The grid is the product of the entries.")
+@click.option("--zip", "zip_all", is_flag=True, help="Vary all --grid entries together (lists of one length).")
+@click.option("--values", is_flag=True, help="Compute values too (and check them against the sidecar's reference).")
+@click.option("--out", "-o", "out_file", type=click.Path(), default="sweep.csv", show_default=True,
+              help="The results table: .csv, or .parquet (with pyarrow). Its cache is OUT.cache.jsonl.")
+@click.option("--plot", "plot_file", type=click.Path(), default=None, metavar="FILE.png",
+              help="Draw the simulated time against each parameter, per program.")
+@click.option("--scheduler", default=None, metavar="tcp://HOST:PORT",
+              help="Run on this Dask cluster (default: a local cluster, one worker per core, on 127.0.0.1).")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Workers of the local cluster (default: cores).")
+@click.option("--dashboard", is_flag=True, help="Serve the local cluster's Dask dashboard on 127.0.0.1:8787.")
+@click.option("--no-cache", is_flag=True, help="Run every point again; neither read nor write the cache.")
+@define_option
+@quiet_option
+@config_file_option
+@set_option
+def sweep_cmd(programs: tuple[str, ...], grids: tuple[str, ...], zip_all: bool, values: bool, out_file: str,
+              plot_file: str | None, scheduler: str | None, workers: int | None, dashboard: bool, no_cache: bool,
+              defines: tuple[str, ...], quiet: bool, config_files: tuple[str, ...], sets: tuple[str, ...]) -> None:
+    """Run PROGRAMS (.s, .o, FILE.py:FUNCTION) under every configuration of a grid, on Dask: one
+    timing-only run per point; the table, a summary of each program's sensitivity to each parameter,
+    and optionally a picture. docs/sweep.md has the details."""
+    from ncsim import progress, sweeps
+
+    _check_output("--out", out_file)
+    if plot_file is not None:
+        _check_output("--plot", plot_file)
+    with progress.enable_bars(not quiet):
+        df = sweeps.command(programs, grids, zip_all, values, out_file, plot_file, scheduler, workers, dashboard,
+                            not no_cache, make_config(config_files, sets), parse_defines(defines))
+    click.echo(sweeps.summary(df))
+    click.echo(f"\nresults: {out_file} ({len(df)} rows)" + (f"; plot: {plot_file}" if plot_file else ""))
+
+
 @cli.command("warmup")
 @quiet_option
 def warmup_cmd(quiet: bool) -> None:

@@ -48,8 +48,13 @@ TABLE_POINTS_MAX = 64  # points of dma_efficiency_table, at most
 EfficiencyTable = tuple[tuple[int, float], ...]
 
 
-def param(default: Any, valid: tuple[float, float], unit: str, source: str, doc: str) -> Any:
+def param(default: Any, valid: tuple[float, float], unit: str, source: str, doc: str, *,
+          assembly: bool = False) -> Any:
     """A Config field: its default, its valid range, unit, source ("KEY: place in that source") and meaning.
+
+    `assembly`: the assembler (or the NKI tracer) reads it, so a program's object can differ with it
+    (limits checked at assembly, placement, semaphore and queue numbers). The other parameters only
+    move the timing: a sweep assembles a program once per value of these (`assembly_key`).
 
     `valid` is (least, most), both allowed; for dma_efficiency_table it bounds each point's bytes. Where
     the hardware or the encoding has a limit, the range stops there and the source says it (pmax 128,
@@ -58,7 +63,7 @@ def param(default: Any, valid: tuple[float, float], unit: str, source: str, doc:
     that no setting allocates more than a few hundred MiB, stalls the run or reports nonsense. A 0 at
     the bottom marks an overhead a study may switch off.
     """
-    metadata = {"unit": unit, "source": source, "doc": doc, "valid": valid}
+    metadata = {"unit": unit, "source": source, "doc": doc, "valid": valid, "assembly": assembly}
     return dataclasses.field(default=default, metadata=metadata)
 
 
@@ -88,28 +93,28 @@ class Config:
     # --- Tensor engine (docs/hardware.md#engines) ---
     pe_rows: int = param(
         128, (1, 128), "count", "ARCH: Tensor, 128x128 systolic array",
-        "Rows of the PE array: a matmul's contraction size K (its operands' partitions) is at most this.")
+        "Rows of the PE array: a matmul's contraction size K (its operands' partitions) is at most this.", assembly=True)
     pe_cols: int = param(
         128, (1, 128), "count", "ARCH: Tensor, 128x128 systolic array",
-        "Columns of the PE array: the stationary operand's free size M is at most this.")
+        "Columns of the PE array: the stationary operand's free size M is at most this.", assembly=True)
 
     # --- SBUF and PSUM (docs/hardware.md#sbuf, #psum) ---
     pmax: int = param(
         128, (1, 128), "count", "ARCH: SBUF 24 MiB = 128 x 192 KiB",
-        "Partitions of SBUF and PSUM; the partition dimension of every operand is at most this (NKI pmax).")
+        "Partitions of SBUF and PSUM; the partition dimension of every operand is at most this (NKI pmax).", assembly=True)
     sbuf_partition_bytes: int = param(
-        192 * KiB, (1, 1 * MiB), "B", "ARCH: SBUF 24 MiB = 128 x 192 KiB", "Bytes of one SBUF partition.")
+        192 * KiB, (1, 1 * MiB), "B", "ARCH: SBUF 24 MiB = 128 x 192 KiB", "Bytes of one SBUF partition.", assembly=True)
     sbuf_reserved_bytes: int = param(
         16 * KiB, (0, 1 * MiB), "B", "ALLOC: 16 KiB of each SBUF partition reserved for the compiler",
-        "Bytes at the top of each SBUF partition that kernels may not allocate.")
+        "Bytes at the top of each SBUF partition that kernels may not allocate.", assembly=True)
     psum_partition_bytes: int = param(
-        16 * KiB, (4, 256 * KiB), "B", "ARCH: PSUM 2 MiB = 128 x 16 KiB", "Bytes of one PSUM partition.")
+        16 * KiB, (4, 256 * KiB), "B", "ARCH: PSUM 2 MiB = 128 x 16 KiB", "Bytes of one PSUM partition.", assembly=True)
     psum_num_banks: int = param(
         8, (1, 1024), "count", "ARCH: PSUM 8 banks of 2 KiB per partition",
-        "PSUM banks per partition; a matmul output tile must lie inside one bank (NKI psum_num_banks).")
+        "PSUM banks per partition; a matmul output tile must lie inside one bank (NKI psum_num_banks).", assembly=True)
 
     # --- HBM (docs/hardware.md#hbm) ---
-    hbm_bytes: int = param(16 * GiB, (1, 1 * TiB), "B", "ARCH: HBM 32 GiB per chip, 2 cores (ncsim: half each)", "Device memory of one core.")
+    hbm_bytes: int = param(16 * GiB, (1, 1 * TiB), "B", "ARCH: HBM 32 GiB per chip, 2 cores (ncsim: half each)", "Device memory of one core.", assembly=True)
     hbm_bandwidth: float = param(
         410e9, (1e8, 1e14), "B/s", "ARCH: HBM 820 GB/s per chip, 2 cores (ncsim: half each)",
         "HBM bandwidth of one core: the cap on all its DMA engines together.")
@@ -117,7 +122,7 @@ class Config:
     # --- GpSimd (docs/hardware.md#gpsimd) ---
     gpsimd_cores: int = param(
         8, (1, 128), "count", "ARCH: GpSimd, 8 cores, core i on partitions [16i, 16i+16)",
-        "GpSimd cores; each is wired to pmax / gpsimd_cores consecutive SBUF partitions.")
+        "GpSimd cores; each is wired to pmax / gpsimd_cores consecutive SBUF partitions.", assembly=True)
     gpsimd_tcm_bytes: int = param(
         64 * KiB, (1, 16 * MiB), "B", "ARCH: GpSimd, 64 KiB local TCM per core", "Private memory of one GpSimd core.")
     gpsimd_tcm_access_cycles: int = param(
@@ -129,7 +134,7 @@ class Config:
     dma_engines: int = param(16, (1, 128), "count", "DMA: 16 DMA engines per core", "DMA engines of one core.")
     dma_queues_per_engine: int = param(
         16, (1, 16), "count", "DMA: each DMA engine has 16 queues",
-        "Queues of one DMA engine; it serves them round-robin, one transfer at a time.")
+        "Queues of one DMA engine; it serves them round-robin, one transfer at a time.", assembly=True)
     dma_engine_bandwidth: float = param(
         17e9, (1e8, 1e14), "B/s", "DMA: bandwidth guide, 17 B/ns per engine on Trn1",
         "Bandwidth of one DMA engine: 17 B/ns, what the DMA bandwidth guide gives one Trn1 engine (272 GB/s for 16). "
@@ -146,7 +151,7 @@ class Config:
         "from 8 KiB up; ncsim takes 100%.")
 
     # --- Synchronisation (docs/hardware.md#sync) ---
-    semaphores: int = param(256, (1, 256), "count", "DRV: v2/address_map.h, 256 semaphores per core", "Hardware semaphores.")
+    semaphores: int = param(256, (1, 256), "count", "DRV: v2/address_map.h, 256 semaphores per core", "Hardware semaphores.", assembly=True)
     sequencer_registers: int = param(
         64, (1, 1024), "count", "ISA: nki.isa.register_alloc, 64 x 32-bit registers per engine sequencer", "Scalar registers per sequencer.")
     sequencer_register_bits: int = param(
@@ -206,22 +211,22 @@ class Config:
     # --- Per-instruction limits (docs/hardware.md#access) ---
     free_elements_max_sbuf: int = param(
         64 * KiB, (1, 1 * MiB), "elements", "ARCH: most Vector/Scalar instructions take up to 64K free elements from SBUF",
-        "Free elements per partition an instruction may read from SBUF.")
+        "Free elements per partition an instruction may read from SBUF.", assembly=True)
     free_elements_max_psum: int = param(
         4 * KiB, (1, 1 * MiB), "elements", "ARCH: most Vector/Scalar instructions take up to 4K free elements from PSUM",
-        "Free elements per partition an instruction may read from PSUM.")
+        "Free elements per partition an instruction may read from PSUM.", assembly=True)
     free_dims_max: int = param(
         4, (1, 4), "dims", "ARCH: access patterns have up to 4 free dimensions of [step, count]",
         "Free dimensions of one access pattern.")
     bn_stats_fmax: int = param(
         512, (1, 1 * MiB), "elements", "ISA: nki.isa.bn_stats, at most 512 elements per partition (nl.tile_size.bn_stats_fmax)",
-        "Free elements per partition one bn_stats reads.")
+        "Free elements per partition one bn_stats reads.", assembly=True)
     top8_fmax: int = param(
         16 * KiB, (1, 1 * MiB), "elements", "ISA: nki.isa.max8, nc_find_index8, nc_match_replace8, at most 16,384 per partition",
-        "Free elements per partition that max8, nc_find_index8 and nc_match_replace8 search.")
+        "Free elements per partition that max8, nc_find_index8 and nc_match_replace8 search.", assembly=True)
     vector_transpose_max: int = param(
         32, (1, 128), "elements", "ISA: nki.isa.nc_transpose, Vector Engine handles [32, 32] or smaller",
-        "Largest partition and free size of an nc_transpose on the Vector engine.")
+        "Largest partition and free size of an nc_transpose on the Vector engine.", assembly=True)
 
     # --- Derived quantities ---
 
@@ -552,33 +557,47 @@ def valid_range(name: str) -> str:
 
 
 def describe(config: Config) -> str:
-    """A table of every parameter (name, value, valid range, source) and every derived quantity (name,
-    value, formula). A '*' marks values that differ from the default."""
+    """A table of every parameter (name, value, valid range, whether it affects assembly, source) and every
+    derived quantity (name, value, formula). A '*' marks values that differ from the default."""
     rows = []  # (mark, name, value, range, source)
     for name, f in _FIELDS.items():
         mark = "*" if getattr(config, name) != getattr(DEFAULT, name) else " "
-        rows.append((mark, name, _show(config, name), valid_range(name), f.metadata["source"]))
+        asm = "yes" if f.metadata["assembly"] else ""
+        rows.append((mark, name, _show(config, name), valid_range(name), asm, f.metadata["source"]))
     rows.append(None)
     for name, (unit, formula) in _DERIVED.items():
         mark = "*" if getattr(config, name) != getattr(DEFAULT, name) else " "
-        rows.append((mark, name, _format(getattr(config, name), unit), "", f"= {formula}"))
+        rows.append((mark, name, _format(getattr(config, name), unit), "", "", f"= {formula}"))
 
     name_width = max(len(name) for name in (*_FIELDS, *_DERIVED))
     value_width = 16  # longer values (the DMA efficiency table) put their range and source on the next line
+def assembly_parameters() -> tuple[str, ...]:
+    """The parameters marked `assembly` (the assembler or the NKI tracer reads them), in table order."""
+    return tuple(name for name, f in _FIELDS.items() if f.metadata["assembly"])
+
+
+def assembly_key(config: Config) -> tuple[tuple[str, Any], ...]:
+    """What of `config` a program's assembly depends on: (name, value) of each assembly parameter.
+    Two configurations with the same key give the same object (`ncsim sweep` assembles once per key)."""
+    return tuple((name, getattr(config, name)) for name in assembly_parameters())
+
+
     range_width = max(len(row[3]) for row in rows if row is not None)
     # the source keys (ARCH, ISA, ...) name public pages, listed with each figure in docs/hardware.md
-    lines = [f"  {'parameter':<{name_width}}  {'value':<{value_width}}  {'valid range':<{range_width}}  source (keys: docs/hardware.md#sources)"]
+    # asm: "yes" where the parameter changes a program's assembly (the rest only move the timing)
+    head = f"  {'parameter':<{name_width}}  {'value':<{value_width}}  {'valid range':<{range_width}}  asm"
+    lines = [head + "  source (keys: docs/hardware.md#sources)"]
     for row in rows:
         if row is None:
             lines.append("")
-            lines.append(f"  {'derived':<{name_width}}  {'':<{value_width}}  {'':<{range_width}}  formula")
+            lines.append(f"  {'derived':<{name_width}}  {'':<{value_width}}  {'':<{range_width}}       formula")
             continue
-        mark, name, value, valid, source = row
+        mark, name, value, valid, asm, source = row
         if len(value) <= value_width:
-            lines.append(f"{mark} {name:<{name_width}}  {value:<{value_width}}  {valid:<{range_width}}  {source}")
+            lines.append(f"{mark} {name:<{name_width}}  {value:<{value_width}}  {valid:<{range_width}}  {asm:<3}  {source}")
         else:
             lines.append(f"{mark} {name:<{name_width}}  {value}")
-            lines.append(f"  {'':<{name_width}}  {'':<{value_width}}  {valid:<{range_width}}  {source}")
+            lines.append(f"  {'':<{name_width}}  {'':<{value_width}}  {valid:<{range_width}}  {asm:<3}  {source}")
     if any(row is not None and row[0] == "*" for row in rows):
         lines.append("* differs from the default")
     return "\n".join(lines)
