@@ -143,9 +143,9 @@ def isa_cmd(name: str | None) -> None:
     if name is None:
         click.echo(summary_by_engine())
         return
-    spec = isa.BY_MNEMONIC.get(name)
+    spec = isa.BY_MNEMONIC.get(name) or isa.CORE_BY_MNEMONIC.get(name)
     if spec is None:
-        raise NcsimError(f"no instruction '{name}'", notes=(suggest(name, isa.BY_MNEMONIC),))
+        raise NcsimError(f"no instruction '{name}'", notes=(suggest(name, {**isa.BY_MNEMONIC, **isa.CORE_BY_MNEMONIC}),))
     click.echo(describe_instruction(spec))
 
 

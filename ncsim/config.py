@@ -38,7 +38,7 @@ MiB = 1024 * KiB
 GiB = 1024 * MiB
 TiB = 1024 * GiB
 
-SOURCE_KEYS = ("ARCH", "ISA", "PERF", "DMA", "ALLOC", "SHARED", "DRV", "SIM")
+SOURCE_KEYS = ("ARCH", "ISA", "PERF", "DMA", "ALLOC", "SHARED", "DRV", "SIM", "CPPAPI", "CPPPERF", "MODEL", "TUT")
 INT_MAX = 2**63 - 1  # integer parameters and simulated time are int64 in the timing loop
 ENGINES = ("tensor", "vector", "scalar", "gpsimd")  # the engines with a clock and a datapath
 CYCLES_MAX = 10**6  # the most any cost constant may be, in cycles: 10^4 times the largest default
@@ -129,6 +129,27 @@ class Config:
         3, (1, CYCLES_MAX), "cycles", "ARCH: GpSimd, TCM 3-cycle access", "Latency of a TCM load or store.")
     gpsimd_simd_bits: int = param(
         512, (32, 4096), "bits", "ARCH: GpSimd, 512-bit SIMD (16 x fp32)", "Vector register width of one GpSimd core.")
+    gpsimd_tcm_pool_bytes: int = param(
+        16 * KiB, (64, 16 * MiB), "B", "CPPAPI: tcm_malloc draws from a 16 KiB pool per core",
+        "The TCM pool talloc allocates from (from TCM address 0).")
+    gpsimd_branch_taken_cycles: int = param(
+        2, (0, CYCLES_MAX), "cycles", "MODEL: docs/gpsimd.md#cycles (no public figure)",
+        "Extra cycles of a taken branch on a GpSimd core.")
+    gpsimd_divide_cycles: int = param(
+        8, (1, CYCLES_MAX), "cycles", "MODEL: docs/gpsimd.md#cycles (no public figure)",
+        "Cycles before a GpSimd core's fdiv or vdiv result can be used.")
+    gpsimd_sbuf_setup_cycles: int = param(
+        60, (0, CYCLES_MAX), "cycles", "ARCH: starting any tensor access costs about 60 cycles",
+        "Fixed cost of a GpSimd core's block transfer to or from its SBUF partitions (then 64 bytes a cycle).")
+    gpsimd_element_access_cycles: int = param(
+        850, (1, CYCLES_MAX), "cycles", "CPPPERF: fitted, docs/gpsimd.md#calibration",
+        "Cycles of one element read or written through the plain element accessor (eld, est).")
+    gpsimd_tcm_block_cycles: int = param(
+        1000, (0, CYCLES_MAX), "cycles", "CPPPERF: fitted, docs/gpsimd.md#calibration",
+        "Fixed cost of one TCM accessor block transfer to or from HBM, besides the DMA latency and bandwidth.")
+    gpsimd_step_limit: int = param(
+        100_000_000, (1, 10**12), "count", "MODEL: docs/gpsimd.md#checks (a guard against endless loops)",
+        "Instructions one GpSimd core may run in one call before ncsim stops it as a loop that never ends.")
 
     # --- DMA (docs/hardware.md#dma) ---
     dma_engines: int = param(16, (1, 128), "count", "DMA: 16 DMA engines per core", "DMA engines of one core.")
@@ -170,6 +191,11 @@ class Config:
     vector_dependent_extra_cycles: int = param(
         100, (0, CYCLES_MAX), "cycles", "PERF: dependent or tiny Vector instructions pay about 100 cycles more",
         "Extra cost of a Vector instruction that depends on the previous one or is tiny.")
+    tensor_tensor_cycles_per_element: int = param(
+        1, (1, 64), "cycles", "TUT: Fused Mamba, mamba_v2 1.61 ms at VectorE 99.63% (docs/timing.md#calibration)",
+        "Vector cycles per free element of a tensor_tensor outside the ISA's N cases (both inputs in SBUF, fp32): "
+        "the ISA estimates 2N; the fused Mamba tutorial's measured profile (512 x 5 [128, 512] fp32 Vector "
+        "instructions in 1.60 ms of Vector time, about 700 cycles each) gives N plus the dependent overhead.")
     scalar_dependent_issue_ns: int = param(
         189, (0, 10**6), "ns", "PERF: dependent one-element Scalar instructions issue about every 189 ns",
         "Issue interval of back-to-back dependent one-element Scalar instructions "
@@ -544,6 +570,17 @@ def _show(config: Config, name: str) -> str:
     return _format(getattr(config, name), _FIELDS[name].metadata["unit"])
 
 
+def assembly_parameters() -> tuple[str, ...]:
+    """The parameters marked `assembly` (the assembler or the NKI tracer reads them), in table order."""
+    return tuple(name for name, f in _FIELDS.items() if f.metadata["assembly"])
+
+
+def assembly_key(config: Config) -> tuple[tuple[str, Any], ...]:
+    """What of `config` a program's assembly depends on: (name, value) of each assembly parameter.
+    Two configurations with the same key give the same object (`ncsim sweep` assembles once per key)."""
+    return tuple((name, getattr(config, name)) for name in assembly_parameters())
+
+
 def valid_range(name: str) -> str:
     """Parameter `name`'s valid range in words: "1 to 128", "0 to 1 MiB", "100 MB/s to 100 TB/s"."""
     f = _FIELDS[name]
@@ -571,17 +608,6 @@ def describe(config: Config) -> str:
 
     name_width = max(len(name) for name in (*_FIELDS, *_DERIVED))
     value_width = 16  # longer values (the DMA efficiency table) put their range and source on the next line
-def assembly_parameters() -> tuple[str, ...]:
-    """The parameters marked `assembly` (the assembler or the NKI tracer reads them), in table order."""
-    return tuple(name for name, f in _FIELDS.items() if f.metadata["assembly"])
-
-
-def assembly_key(config: Config) -> tuple[tuple[str, Any], ...]:
-    """What of `config` a program's assembly depends on: (name, value) of each assembly parameter.
-    Two configurations with the same key give the same object (`ncsim sweep` assembles once per key)."""
-    return tuple((name, getattr(config, name)) for name in assembly_parameters())
-
-
     range_width = max(len(row[3]) for row in rows if row is not None)
     # the source keys (ARCH, ISA, ...) name public pages, listed with each figure in docs/hardware.md
     # asm: "yes" where the parameter changes a program's assembly (the rest only move the timing)

@@ -35,6 +35,7 @@ from ncsim.asm.fields import (
     SemListKind,
     SemOneKind,
 )
+from ncsim.gpsimd.fields import ARG, CMP, LANE, ProgramKind, RegKind, RegOrImmKind, TargetKind
 from ncsim.memory.access import Immediate, Memory
 
 # The reference for the operand forms and their defaults: the signatures of nki.isa in SDK 2.27.
@@ -144,6 +145,8 @@ TILE_OR_CONST = APKind(memories=SBUF_PSUM, imm=True)
 OPT_TILE = APKind(memories=SBUF_PSUM, optional=True)
 OPT_TILE_OR_CONST = APKind(memories=SBUF_PSUM, imm=True, optional=True)
 DMA_AP = APKind(memories=(Memory.SBUF, Memory.HBM))
+GPSIMD_ARG = APKind(memories=(Memory.SBUF, Memory.HBM))
+OPT_GPSIMD_ARG = APKind(memories=(Memory.SBUF, Memory.HBM), optional=True)
 WAITS = SemListKind(ops=WAIT_OPS)
 SIGNALS = SemListKind(ops=SIGNAL_OPS)
 
@@ -190,6 +193,9 @@ class InstrSpec:
     summary: str  # one line, for `ncsim isa`
     semantics: str  # what it computes, in words precise enough to implement
     cost: str  # its cost in engine cycles, in words (docs/hardware.md#cost)
+    # "neuroncore": an instruction of the engines' streams (TABLE); "core": an instruction of the GpSimd
+    # cores' model ISA (CORE_TABLE), found only inside `.gpsimd` sections (docs/gpsimd.md)
+    group: str = "neuroncore"
     # Filled in by ncsim.engines when they are imported (functional and timing issues):
     slots: dict[str, Callable[..., Any]] = field(default_factory=dict, compare=False, repr=False)
 
@@ -204,7 +210,7 @@ class InstrSpec:
     def all_operands(self) -> tuple[Operand, ...]:
         """The row's operands, then the engine choice (if any), then the semaphore lists every instruction has."""
         extra = (self.engine_field,) if self.engine_field else ()
-        return self.operands + extra + SYNC_OPERANDS
+        return self.operands + extra + (SYNC_OPERANDS if self.group != "core" else ())
 
     def operand(self, name: str) -> Operand | None:
         return next((o for o in self.all_operands if o.name == name), None)
@@ -655,6 +661,33 @@ TABLE: tuple[InstrSpec, ...] = (
         " (bits copied); idx[j] + E past src_buffer's elements per partition is an error.",
         "150 + num_valid_indices * num_elem_per_idx / C GpSimd cycles (C from the NKI reference)",
     ),
+    InstrSpec(
+        "gpsimd_call", 0x44, ("gpsimd",),
+        (
+            Operand("program", ProgramKind(), "the .gpsimd section to run"),
+            Operand("out0", GPSIMD_ARG, "an output: HBM tensor or SBUF tile the program writes", role="out"),
+            Operand("in0", GPSIMD_ARG, "an input: HBM tensor or SBUF tile the program reads", role="in"),
+            Operand("out1", OPT_GPSIMD_ARG, "a second output", default=None, role="out",
+                    nki="not in NKI (ncsim's: a custom C++ operator's tensors)"),
+            Operand("in1", OPT_GPSIMD_ARG, "a second input", default=None, role="in",
+                    nki="not in NKI (ncsim's: a custom C++ operator's tensors)"),
+            Operand("in2", OPT_GPSIMD_ARG, "a third input", default=None, role="in",
+                    nki="not in NKI (ncsim's: a custom C++ operator's tensors)"),
+            Operand("in3", OPT_GPSIMD_ARG, "a fourth input", default=None, role="in",
+                    nki="not in NKI (ncsim's: a custom C++ operator's tensors)"),
+            opt("cores", IntKind(lo=1, hi=8), 8, "run the program on cores 0..cores-1 (1: a single-core"
+                " operator, 8: a multicore one)", nki="not in NKI (ncsim's: a custom operator's core count)"),
+        ),
+        "run a GpSimd program on the cores (a custom C++ operator)",
+        "cores 0..cores-1 each run `program` (a .gpsimd section, docs/gpsimd.md) from its first instruction to"
+        " halt or its end, with no synchronisation between them; the program reads and writes the operands"
+        " (out0, in0, out1, in1..in3) through block transfers and the element accessor, each by its flat element"
+        " index in the operand's iteration order. An SBUF operand's element lies in a partition, and a core may"
+        " touch only its own 16 ([16c, 16c + 16)). Two cores writing the same element, or one reading what"
+        " another wrote, is a race between cores. Only the elements the program writes change.",
+        "the slowest core's cycles by the cycle model of docs/gpsimd.md (one instruction per cycle in order,"
+        " TCM loads 3 cycles, long ops, taken branches, block transfers)",
+    ),
     # ------------------------------------------------------------------ DMA
     InstrSpec(
         "dma_copy", 0x50, ("sync", "scalar", "gpsimd", "vector", "tensor"),
@@ -723,3 +756,171 @@ BY_OPCODE: dict[int, InstrSpec] = {row.opcode: row for row in TABLE}
 
 def alu_info(name: str) -> tuple[str, int, str, bool, str, tuple[str, ...]]:
     return next(o for o in ALU_OPS if o[0] == name)
+
+
+# =========================================================================== GpSimd core instructions
+# The model ISA of the GpSimd engine's eight cores (docs/gpsimd.md). The real cores' instruction set is
+# not public, so this one is ncsim's own: small, regular and RISC-like, enough to write a custom
+# operator. Its rows live only inside `.gpsimd NAME` sections (group "core"): the engines' streams refuse
+# them, and `ncsim isa` lists them apart. Registers: r0..r31 (32 bits, int32 or fp32 bits), v0..v31
+# (512 bits, seen as 16 x 32, 32 x 16 or 64 x 8 lanes by a lane type). Arithmetic follows docs/numerics.md:
+# fp32 is one IEEE operation rounded to nearest even, every NaN made is 0x7FC00000; integers wrap. Costs are
+# in GpSimd cycles by the in-order model of docs/gpsimd.md (config: gpsimd_* parameters).
+SREG, VREG = RegKind("r"), RegKind("v")
+INT_B = RegOrImmKind(float_imm=False)
+FLT_B = RegOrImmKind(float_imm=True)
+TARGET = TargetKind()
+ISSUE = "1 cycle"
+
+
+def _core(mnemonic: str, opcode: int, operands: tuple[Operand, ...], summary: str, semantics: str,
+          cost: str = ISSUE) -> InstrSpec:
+    return InstrSpec(mnemonic, opcode, ("gpsimd",), operands, summary, semantics, cost, group="core")
+
+
+def _r(name: str, doc: str) -> Operand:
+    return Operand(name, SREG, doc)
+
+
+def _v(name: str, doc: str) -> Operand:
+    return Operand(name, VREG, doc)
+
+
+_LANE = Operand("t", LANE, "lane type: f32, i32 (16 lanes), i16 (32), i8 (64)")
+_INT_OPS = (
+    ("add", "rd = ra + b, modulo 2**32"), ("sub", "rd = ra - b, modulo 2**32"), ("mul", "rd = ra * b, modulo 2**32"),
+    ("and", "rd = ra & b"), ("or", "rd = ra | b"), ("xor", "rd = ra ^ b"),
+    ("shl", "rd = ra << (b & 31)"), ("shr", "rd = ra >> (b & 31), logical"), ("sra", "rd = ra >> (b & 31), arithmetic"),
+    ("min", "rd = min(ra, b), signed"), ("max", "rd = max(ra, b), signed"),
+    ("slt", "rd = 1 if ra < b (signed) else 0"), ("seq", "rd = 1 if ra == b else 0"),
+)
+_FLT_OPS = (
+    ("fadd", "rd = ra + b"), ("fsub", "rd = ra - b"), ("fmul", "rd = ra * b"),
+    ("fdiv", "rd = ra / b (IEEE: x/0 is inf or nan)"),
+    ("fmin", "rd = min(ra, b): NaN if either is NaN; min(-0, +0) = -0"),
+    ("fmax", "rd = max(ra, b): NaN if either is NaN; max(-0, +0) = +0"),
+    ("flt", "rd = 1 if ra < b else 0 (an integer; false with a NaN)"),
+    ("feq", "rd = 1 if ra == b else 0 (an integer; -0 equals +0, NaN equals nothing)"),
+)
+_BRANCHES = (("beq", "ra == b"), ("bne", "ra != b"), ("blt", "ra < b (signed)"), ("bge", "ra >= b (signed)"))
+_VEC_OPS = (
+    ("vadd", "a + b"), ("vsub", "a - b"), ("vmul", "a * b"), ("vdiv", "a / b (f32 only; IEEE)"),
+    ("vmin", "min(a, b) (f32: as fmin; integers signed)"), ("vmax", "max(a, b) (f32: as fmax; integers signed)"),
+)
+_TAKEN = "1 cycle; taken: + gpsimd_branch_taken_cycles"
+_LONG = "1 cycle; the result is ready gpsimd_divide_cycles later"
+_TCM_LOAD = "1 cycle; the result is ready gpsimd_tcm_access_cycles (3) later"
+
+CORE_TABLE: tuple[InstrSpec, ...] = (
+    # ------------------------------------------------------------------ scalar
+    _core("li", 0x80, (_r("rd", "destination"), Operand("imm", IntKind(), "int32 constant")),
+          "load an integer constant", "rd = imm (int32)."),
+    _core("lif", 0x81, (_r("rd", "destination"), Operand("imm", FloatKind(), "fp32 constant")),
+          "load an fp32 constant", "rd = the bits of the fp32 constant."),
+    _core("mov", 0x82, (_r("rd", "destination"), _r("ra", "source")), "copy a register", "rd = ra (the bits)."),
+    *(_core(m, 0x83 + i, (_r("rd", "destination"), _r("ra", "first operand"),
+                          Operand("b", INT_B, "second operand: register or int32 constant")),
+            f"integer {m}", f"{text}: int32 arithmetic on the registers' bits.")
+      for i, (m, text) in enumerate(_INT_OPS)),
+    *(_core(m, 0x90 + i, (_r("rd", "destination"), _r("ra", "first operand"),
+                          Operand("b", FLT_B, "second operand: register or fp32 constant")),
+            f"fp32 {m[1:]}", f"{text}: one fp32 operation, round to nearest even; a NaN made is 0x7FC00000.",
+            _LONG if m == "fdiv" else ISSUE)
+      for i, (m, text) in enumerate(_FLT_OPS)),
+    _core("itof", 0x98, (_r("rd", "destination"), _r("ra", "int32")), "int32 to fp32",
+          "rd = the fp32 nearest the int32 ra (ties to even)."),
+    _core("ftoi", 0x99, (_r("rd", "destination"), _r("ra", "fp32")), "fp32 to int32",
+          "rd = ra rounded half to even and saturated to int32; NaN gives 0 (docs/numerics.md)."),
+    *(_core(m, 0x9A + i, (_r("ra", "first operand"), Operand("b", INT_B, "register or int32 constant"),
+                          Operand("target", TARGET, "label to branch to")),
+            f"branch if {cond}", f"go to target if {cond}, else on to the next instruction.", _TAKEN)
+      for i, (m, cond) in enumerate(_BRANCHES)),
+    _core("jmp", 0x9E, (Operand("target", TARGET, "label to go to"),), "branch always", "go to target.", _TAKEN),
+    _core("loop", 0x9F, (_r("ra", "the counter"), Operand("target", TARGET, "label to branch to")),
+          "count down and branch", "ra = ra - 1; go to target if ra != 0 (a loop of ra trips ends with ra = 0).",
+          _TAKEN),
+    _core("coreid", 0xA0, (_r("rd", "destination"),), "this core's number (get_cpu_id)",
+          "rd = the core's number, 0..cores-1."),
+    _core("ncores", 0xA1, (_r("rd", "destination"),), "the cores running the program (get_cpu_count)",
+          "rd = the call's cores."),
+    _core("halt", 0xA2, (), "end the program on this core", "the core stops; running past the last instruction"
+          " stops it too."),
+    _core("ld", 0xA3, (_r("rd", "destination"), _r("ra", "TCM byte address"), Operand("off", IntKind(), "byte offset")),
+          "load 32 bits from TCM", "rd = the 4 bytes of TCM at ra + off (a multiple of 4, inside the TCM).",
+          _TCM_LOAD),
+    _core("st", 0xA4, (_r("rs", "value"), _r("ra", "TCM byte address"), Operand("off", IntKind(), "byte offset")),
+          "store 32 bits to TCM", "the 4 bytes of TCM at ra + off (a multiple of 4) = rs."),
+    _core("talloc", 0xA5, (_r("rd", "destination: the block's TCM address"),
+                           Operand("b", INT_B, "bytes: register or constant")),
+          "allocate TCM (tcm_malloc)", "rd = the address of b fresh bytes (rounded up to 64) of the core's TCM"
+          " pool (gpsimd_tcm_pool_bytes, from address 0); more than the pool holds is an error."),
+    # ------------------------------------------------------------------ vector
+    _core("vld", 0xB0, (_v("vd", "destination"), _r("ra", "TCM byte address"), Operand("off", IntKind(), "byte offset")),
+          "load a vector register from TCM", "vd = the 64 bytes of TCM at ra + off.", _TCM_LOAD),
+    _core("vst", 0xB1, (_v("vs", "value"), _r("ra", "TCM byte address"), Operand("off", IntKind(), "byte offset")),
+          "store a vector register to TCM", "the 64 bytes of TCM at ra + off = vs."),
+    _core("vlds", 0xB2, (_LANE, _v("vd", "destination"), _r("ra", "TCM byte address of lane 0"),
+                         Operand("b", INT_B, "stride in bytes: register or constant")),
+          "strided load", "lane i of vd = the lane-sized element of TCM at ra + i * b.",
+          "lanes cycles (one TCM element a cycle); the result is ready gpsimd_tcm_access_cycles after the last"),
+    _core("vsts", 0xB3, (_LANE, _v("vs", "value"), _r("ra", "TCM byte address of lane 0"),
+                         Operand("b", INT_B, "stride in bytes: register or constant")),
+          "strided store", "the lane-sized element of TCM at ra + i * b = lane i of vs, for i in order.",
+          "lanes cycles (one TCM element a cycle)"),
+    *(_core(m, 0xB4 + i, (_LANE, _v("vd", "destination"), _v("va", "first operand"), _v("vb", "second operand")),
+            f"lanewise {m[1:]}", f"lane i of vd = {text} of the lanes i of va and vb: f32 as one fp32 operation"
+            " (docs/numerics.md), integers modulo 2**bits.", _LONG if m == "vdiv" else ISSUE)
+      for i, (m, text) in enumerate(_VEC_OPS)),
+    *(_core(m, 0xBA + i, (_v("vd", "destination"), _v("va", "first operand"), _v("vb", "second operand")),
+            f"bitwise {m[1:]}", f"vd = va {sym} vb, bit by bit.")
+      for i, (m, sym) in enumerate((("vand", "&"), ("vor", "|"), ("vxor", "^")))),
+    _core("vcmp", 0xBD, (Operand("cmp", CMP, "eq, ne, lt, le, gt or ge"), _LANE, _v("vd", "destination"),
+                         _v("va", "first operand"), _v("vb", "second operand")),
+          "lanewise compare", "lane i of vd = all ones if cmp(a_i, b_i) else 0 (f32: IEEE, a NaN compares false"
+          " except ne; integers signed)."),
+    _core("vsel", 0xBE, (_v("vd", "destination"), _v("vm", "mask"), _v("va", "where the mask is 1"),
+                         _v("vb", "where the mask is 0")),
+          "bitwise select", "vd = (vm & va) | (~vm & vb), bit by bit (with vcmp's masks: lane by lane)."),
+    _core("vcvt", 0xBF, (Operand("dt", LANE, "destination lane type"), Operand("st", LANE, "source lane type"),
+                         _v("vd", "destination"), _v("va", "source")),
+          "convert lanes", "lane i of vd = lane i of va converted, for i < min(lanes of dt, lanes of st); the other"
+          " lanes of vd are 0. Integers to f32: nearest, ties to even; f32 to integers: half to even, saturated, NaN"
+          " to 0; integer to integer: saturated."),
+    _core("vbcast", 0xC0, (_LANE, _v("vd", "destination"), _r("ra", "value")),
+          "broadcast a scalar register", "every lane of vd = ra (its low lane-size bits)."),
+    _core("vlane", 0xC1, (_LANE, _v("vd", "destination"), _v("va", "source"),
+                          Operand("lane", IntKind(lo=0, hi=63), "lane index")),
+          "broadcast one lane", "every lane of vd = lane `lane` of va (an error past va's lanes)."),
+    _core("vext", 0xC2, (_LANE, _r("rd", "destination"), _v("va", "source"),
+                         Operand("lane", IntKind(lo=0, hi=63), "lane index")),
+          "extract one lane", "rd = lane `lane` of va: f32 and i32 its bits, i16 and i8 sign-extended."),
+    _core("vunzip", 0xC3, (_LANE, _v("vd", "destination"), _v("va", "low half"), _v("vb", "high half"),
+                           Operand("part", IntKind(lo=0, hi=1), "0: even lanes, 1: odd lanes")),
+          "de-interleave two registers", "with c = the lanes of va then the lanes of vb (2n lanes), lane i of vd"
+          " = c[2i + part]: vunzip twice splits boxes of 4 corners into 4 registers."),
+    # ------------------------------------------------------------------ the operands of the call
+    _core("tcm_load", 0xD0, (_r("rt", "TCM byte address"), Operand("arg", ARG, "the call's operand"),
+                             _r("ri", "first element (flat index)"),
+                             Operand("count", INT_B, "elements: register or constant")),
+          "block transfer operand -> TCM (tensor_to_tcm)", "TCM bytes from rt = elements ri..ri+count-1 of the"
+          " operand, their bytes as stored. From HBM through the DMA; from SBUF over the core's port, only its own"
+          " partitions.",
+          "HBM: gpsimd_tcm_block_cycles + DMA latency + bytes at dma_engine_bandwidth; SBUF:"
+          " gpsimd_sbuf_setup_cycles + bytes / 64"),
+    _core("tcm_store", 0xD1, (Operand("arg", ARG, "the call's operand"), _r("ri", "first element (flat index)"),
+                              _r("rt", "TCM byte address"), Operand("count", INT_B, "elements: register or constant")),
+          "block transfer TCM -> operand (tcm_to_tensor)", "elements ri..ri+count-1 of the operand = the TCM bytes"
+          " from rt.",
+          "HBM: gpsimd_tcm_block_cycles + DMA latency + bytes at dma_engine_bandwidth; SBUF:"
+          " gpsimd_sbuf_setup_cycles + bytes / 64"),
+    _core("eld", 0xD2, (_r("rd", "destination"), Operand("arg", ARG, "the call's operand"),
+                        _r("ri", "element (flat index)")),
+          "read one element (the element accessor)", "rd = the bits of element ri of the operand (a 32-bit dtype).",
+          "gpsimd_element_access_cycles (a round trip per element)"),
+    _core("est", 0xD3, (Operand("arg", ARG, "the call's operand"), _r("ri", "element (flat index)"),
+                        _r("rs", "value")),
+          "write one element (the element accessor)", "element ri of the operand (a 32-bit dtype) = the bits of rs.",
+          "gpsimd_element_access_cycles (a round trip per element)"),
+)
+CORE_BY_MNEMONIC: dict[str, InstrSpec] = {row.mnemonic: row for row in CORE_TABLE}
+CORE_BY_OPCODE: dict[int, InstrSpec] = {row.opcode: row for row in CORE_TABLE}

@@ -52,6 +52,10 @@ def summary_by_engine() -> str:
             lines.append(f"  {r.mnemonic:<24} {r.summary}{also}")
         lines.append("")
     lines += [alu_table(), ""]
+    lines.append(CORE_HEADING + " (inside .gpsimd sections only; costs in GpSimd cycles)")
+    for r in isa.CORE_TABLE:
+        lines.append(f"  {r.syntax():<34} {r.summary}; {r.cost}")
+    lines.append("")
     lines.append("`ncsim isa NAME` shows one instruction: syntax, operands, semantics, cost and encoding.")
     return "\n".join(lines)
 
@@ -77,7 +81,16 @@ def defaults_rows() -> list[tuple[str, str, str, str]]:
     return rows
 
 
+CORE_HEADING = "GpSimd core instructions: the model ISA of the 8 cores (docs/gpsimd.md)"
+
+
 def encoding_rows(spec: isa.InstrSpec) -> list[tuple[str, int, int]]:
+    if spec.group == "core":
+        from ncsim.gpsimd.code import RECORD
+        from ncsim.gpsimd.code import layout as core_layout
+
+        placed = core_layout(spec)
+        return [("opcode", 0, 1)] + [(o.name, off, o.kind.size) for o, off in placed] + [("record", 0, RECORD)]
     placed, fixed = layout(spec.opcode)
     rows = [("header", 0, HEADER.size)]
     rows += [(o.name, off, o.kind.size) for o, off in placed]
@@ -98,6 +111,8 @@ def describe(spec: isa.InstrSpec) -> str:
         lines.append(f"  {name:<18} {doc}")
         lines.append(f"  {'':<18}   {kind}; {default}")
     lines += ["", "semantics:", f"  {spec.semantics}", "", "cost:", f"  {spec.cost}", "", "encoding (bytes):"]
+    if spec.group == "core":
+        lines[3] = "  group:     GpSimd core instruction (only inside a .gpsimd section)"
     for name, off, size in encoding_rows(spec):
         tail = " each, after the fields" if name.startswith("waits") else ""
         lines.append(f"  {off:>4} +{size:<3} {name}{tail}")
@@ -173,4 +188,13 @@ def markdown() -> str:
         out += ["", f"**Semantics.** {spec.semantics}", "", f"**Cost.** {spec.cost}", ""]
         enc = ", ".join(f"{name} @{off}+{size}" for name, off, size in encoding_rows(spec))
         out.append(f"**Encoding** (byte offset + size): {enc}.")
+    out += ["", "## " + CORE_HEADING, "",
+            "Only inside a `.gpsimd NAME` ... `.end` section, which `gpsimd_call` runs on the cores; the engines'",
+            "streams refuse them. Each encodes to one 16-byte record (opcode, then the operands at the offsets",
+            "shown, zeros); costs are GpSimd cycles of the in-order model of [gpsimd.md](gpsimd.md).",
+            "", "| instruction | operands | meaning | semantics | cost | opcode |", "|---|---|---|---|---|---|"]
+    for spec in isa.CORE_TABLE:
+        ops = ", ".join(f"`{o.name}`: {o.kind.describe()}" for o in spec.operands)
+        out.append(f"| `{spec.syntax().strip()}` | {_md_escape(ops)} | {_md_escape(spec.summary)} |"
+                   f" {_md_escape(spec.semantics)} | {_md_escape(spec.cost)} | `0x{spec.opcode:02x}` |")
     return "\n".join(out) + "\n"

@@ -108,6 +108,7 @@ class Program:
     ap_ptr: np.ndarray
     ap_value: np.ndarray
     semaphores: dict[int, str] = field(default_factory=dict)  # the source's `.sem` names, by number
+    gpsimd: list[Any] = field(default_factory=list)  # the GpSimd programs (ncsim.gpsimd.code), see link_gpsimd
     obj: ObjectFile | None = field(default=None, repr=False)  # the object it was read from, if any
     _given: list[Instruction] | None = field(default=None, repr=False)  # from_instructions: as given
     _bodies: list[Instruction] = field(default_factory=list, repr=False)  # body -> its first, decoded
@@ -158,6 +159,7 @@ class Program:
                          src[:, 0], src[:, 1], src[:, 2], (n_waits, n_signals, n_aps))
         prog.semaphores = dict(getattr(obj, "semaphores", {}))
         prog.obj = obj
+        prog.link_gpsimd(obj.gpsimd)
         return prog
 
     @classmethod
@@ -229,6 +231,20 @@ class Program:
         if bad >= 0:
             prog.raise_at(int(bad))
         return prog
+
+    def link_gpsimd(self, programs: Sequence[Any]) -> None:
+        """Keep the object's GpSimd programs and put each in the `program` operand of the gpsimd_call
+        instructions that name it by index (so that they run and time it, and print its name)."""
+        self.gpsimd = list(programs)
+        for b, rep in enumerate(self._bodies):
+            if rep.mnemonic != "gpsimd_call" or not isinstance(rep.operands["program"], int):
+                continue
+            index = rep.operands["program"]
+            if index >= len(self.gpsimd):
+                raise ObjectFileError(f"gpsimd_call runs GpSimd program {index}, but the object has"
+                                      f" {len(self.gpsimd)}", file=self.name)
+            self._bodies[b] = dataclasses.replace(rep, operands={**rep.operands, "program": self.gpsimd[index]})
+            self._instrs.pop(int(self.body_first[b]), None)
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -375,6 +391,7 @@ class Program:
         prog = Program._read(self.kernel, self.files, self.tensors, self.name, words, word_first, pos, first,
                              self.src_file[ks], self.src_line[ks], self.src_col[ks])
         prog.semaphores = self.semaphores
+        prog.link_gpsimd(self.gpsimd)
         if self._given is not None:
             prog._given = [self._given[k] for k in ks.tolist()]
         return prog
@@ -382,7 +399,7 @@ class Program:
     # ------------------------------------------------------------------ back to an object
     def to_object(self) -> ObjectFile:
         """The object that holds this program (for writing it out)."""
-        obj = ObjectFile(kernel=self.kernel, files=list(self.files), tensors=list(self.tensors))
+        obj = ObjectFile(kernel=self.kernel, files=list(self.files), tensors=list(self.tensors), gpsimd=list(self.gpsimd))
         obj.streams = {e: self.words[self.word_first[i]:self.word_first[i + 1]].tobytes()
                        for i, e in enumerate(ENGINES)}
         for i, e in enumerate(ENGINES):

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from ncsim import dtypes, isa
 from ncsim.asm import fields as F
 from ncsim.asm.instruction import Instruction
+from ncsim.gpsimd import fields as G
 from ncsim.memory.access import AccessPattern, Immediate, Memory
 
 f32 = st.floats(width=32, allow_nan=False) | st.just(math.nan)
@@ -71,6 +72,15 @@ def values(kind: F.Kind) -> st.SearchStrategy:
         return sem_ops(kind.ops)
     if isinstance(kind, F.SemListKind):
         return st.lists(sem_ops(kind.ops), max_size=kind.max_len).map(tuple)
+    if isinstance(kind, G.ProgramKind):
+        return st.integers(0, 2**16 - 1)
+    if isinstance(kind, G.RegKind):
+        return st.integers(0, G.REGISTERS - 1)
+    if isinstance(kind, G.RegOrImmKind):
+        imm = f32 if kind.float_imm else st.integers(F.INT32_MIN, F.INT32_MAX)
+        return st.one_of(st.integers(0, G.REGISTERS - 1).map(G.Reg), imm)
+    if isinstance(kind, G.TargetKind):
+        return st.integers(0, 2**20)
     raise TypeError(f"no strategy for {type(kind).__name__}: add one when adding a kind")
 
 

@@ -25,6 +25,8 @@ instruction. Directives of this layer:
                                           program states its own
     .file N "PATH"                        source file number N (used by .loc); written by the disassembler
     .loc N LINE COL                       the next instruction came from file N, LINE, COL
+    .gpsimd NAME / .end                   a GpSimd program: labels and GpSimd core instructions
+                                          (isa.CORE_TABLE, docs/gpsimd.md), run by gpsimd_call
 
 Operands name declared tensors and numpy-style slices of them (`ncsim.asm.slices`), or raw access
 patterns. Tensors without an address are placed by `ncsim.asm.alloc`. Declared tensors go into the
@@ -56,6 +58,7 @@ from ncsim.asm.slices import tensor_view
 from ncsim.asm.sync import used_semaphores
 from ncsim.config import DEFAULT, Config
 from ncsim.errors import AsmError
+from ncsim.gpsimd.code import CoreProgram, parse_section, section_end
 from ncsim.memory.access import AccessPattern
 
 HBM_KINDS = ("in", "out", "inout", "scratch")
@@ -78,6 +81,7 @@ class LanguageEnv(ParseEnv):
         self.sems: dict[str, int] = {}
         self.raw_sems: set[int] = set()  # semaphores the program writes by number (sN)
         self.broadcasts: list[tuple[Token, AccessPattern]] = []  # .broadcast_to views of the current line
+        self.gpsimd_programs: dict[str, CoreProgram] = {}  # the .gpsimd sections so far, by name
 
     def tensor_operand(self, cur: Cursor) -> AccessPattern | None:
         tok = cur.peek()
@@ -110,6 +114,8 @@ class LanguageEnv(ParseEnv):
             return "a tensor"
         if name in self.sems:
             return "a semaphore"
+        if name in self.gpsimd_programs:
+            return "a GpSimd program"
         return None
 
 
@@ -125,6 +131,7 @@ class Program:
     count: int = 0  # instructions so far (program order positions 0..count-1)
     sync: str = "auto"
     encoded: build.Encoded | None = None  # set by build()
+    gpsimd: list[CoreProgram] = field(default_factory=list)  # the .gpsimd sections, in order
     _sync_report: Callable[[], str] | None = None
 
     def add(self, instr: Instruction, where: tuple[int, int, int], positions: np.ndarray | None = None) -> None:
@@ -172,6 +179,9 @@ class Program:
         assert enc is not None, "build() first"
         obj = ObjectFile(kernel=self.kernel, files=list(self.files), tensors=list(self.tensors.values()))
         obj.streams = {e: enc.stream_bytes(i) for i, e in enumerate(objfile.ENGINES)}
+        obj.gpsimd = list(self.gpsimd)
+        for p in obj.gpsimd:
+            p.files = obj.files
         for i, e in enumerate(objfile.ENGINES):
             lo, hi = int(enc.first[i]), int(enc.first[i + 1])
             obj.lines[e] = list(map(LineEntry._make, zip(range(hi - lo), enc.file[lo:hi].tolist(),
@@ -245,6 +255,11 @@ class Assembler:
                     if cond is None or self.condition(cond) != 0:
                         self.run(lines[lo:hi])
                         break
+                i = end + 1
+                continue
+            if word == "gpsimd":
+                end = section_end(lines, i)
+                self.gpsimd_section(line, cur, lines[i + 1:end])
                 i = end + 1
                 continue
             if word == "end":
@@ -366,6 +381,23 @@ class Assembler:
             self.loop_trips = saved[2]
             return False
         return True
+
+    def gpsimd_section(self, line: Line, cur: Cursor, body: list[Line]) -> None:
+        """`.gpsimd NAME` ... `.end`: a GpSimd program (`ncsim.gpsimd.code`), which gpsimd_call runs."""
+        cur.next()
+        cur.next()
+        name_tok = self.declare(cur)
+        cur.expect_end("after the program's name")
+        programs = self.env.gpsimd_programs
+        program = parse_section(line, body, self.env.names, name_tok.text, len(programs), self.program.file_index,
+                                self.loc_file)
+        programs[name_tok.text] = program
+        self.program.gpsimd.append(program)
+
+    def loc_file(self, num: int, line: Line) -> int:
+        if num not in self.file_numbers:
+            raise line.error(f"file number {num} has no .file directive")
+        return self.program.file_index(self.file_numbers[num])
 
     def include(self, line: Line, cur: Cursor) -> None:
         cur.next()

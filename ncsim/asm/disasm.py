@@ -40,6 +40,9 @@ def disassemble(obj: ObjectFile, file: str = "<object>") -> str:
     out = [f"# disassembly of {file} (ncsim)", f".kernel {obj.kernel}", ".sync manual"]
     out += [format_tensor(t) for t in obj.tensors]
     out += [f".file {i} {quote(path)}" for i, path in enumerate(obj.files)]
+    for program in obj.gpsimd:
+        out.append("")
+        out += program.disassemble()
     for engine in objfile.ENGINES:
         instrs = streams[engine]
         if not instrs:

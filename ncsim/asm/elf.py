@@ -55,6 +55,16 @@ without NUL bytes, stored NUL-terminated in `.strtab` and named by its byte offs
           order of first use.
     [12]  .shstrtab  SHT_STRTAB: the section names.
 
+    [13]  .ncsim.gpsimd   SHT_PROGBITS, sh_link = .strtab; only in objects with GpSimd programs (`.gpsimd`
+          sections of the source, docs/gpsimd.md), whose format version is then 3 (GPSIMD_VERSION); an
+          object without programs has no such section and version 2, so its bytes did not change:
+              0  u32    number of programs P
+              4  P records of 16 bytes: u32 name (.strtab offset), u32 instructions N, u32 offset of the
+                 code in this section, u32 offset of the source places in this section
+                 then each program's code: N records of 16 bytes (`ncsim.gpsimd.code`: opcode u8, the
+                 operands in table order, zeros) and its source places: N x (u32 file index, u32 line,
+                 u32 column)
+
 The reader finds sections by name, so other tools may add sections; it checks each section lies
 inside the file, but it does not check how long an instruction is (the decoder does).
 """
@@ -77,6 +87,10 @@ from ncsim.errors import ObjectFileError
 from ncsim.memory.access import Memory
 
 FORMAT_VERSION = 2  # 2: operands in nki.isa's order of SDK 2.27 (issue 11); objects of version 1 are refused
+GPSIMD_VERSION = 3  # 3: version 2 with a .ncsim.gpsimd section (GpSimd programs, issue 14)
+GPSIMD_SECTION = ".ncsim.gpsimd"
+_PROGRAM = struct.Struct("<IIII")
+_PLACE = struct.Struct("<III")
 MAX_DIMS = 8
 MEMORY_CODES: dict[str, int] = {m.label: int(m) for m in (Memory.SBUF, Memory.PSUM, Memory.HBM)}
 _MEMORY_BY_CODE = {code: label for label, code in MEMORY_CODES.items()}
@@ -239,7 +253,8 @@ def write_elf(obj: ObjectFile) -> bytes:
             )
             previous = entry.index
 
-    kernel = _KERNEL.pack(FORMAT_VERSION, b"\0\0\0\0", kernel_name, 0)
+    gpsimd = _gpsimd_section(obj, strtab)
+    kernel = _KERNEL.pack(GPSIMD_VERSION if gpsimd else FORMAT_VERSION, b"\0\0\0\0", kernel_name, 0)
     strtab_index = _INDEX[".strtab"]
     sections = [
         _Section(name, _SHT_PROGBITS, _SHF_ALLOC | _SHF_EXECINSTR, stream, 8)
@@ -255,8 +270,11 @@ def write_elf(obj: ObjectFile) -> bytes:
     shstrtab = _StringTable()
     names = [shstrtab.add(s.name, "section name") for s in sections]
     names.append(shstrtab.add(".shstrtab", "section name"))
+    extra = [_Section(GPSIMD_SECTION, _SHT_PROGBITS, 0, gpsimd, 4, link=strtab_index)] if gpsimd else []
+    names += [shstrtab.add(s.name, "section name") for s in extra]
     sections.append(_Section(".shstrtab", _SHT_STRTAB, 0, shstrtab.data(), 1))
     assert [s.name for s in sections] == list(SECTION_ORDER)
+    sections += extra
 
     body = bytearray(_EHDR.size)
     headers = [bytes(_SHDR.size)]
@@ -275,6 +293,22 @@ def write_elf(obj: ObjectFile) -> bytes:
         len(headers), _INDEX[".shstrtab"],
     )
     return bytes(body)
+
+
+def _gpsimd_section(obj: ObjectFile, strtab: _StringTable) -> bytes:
+    """The .ncsim.gpsimd section's bytes (b"" for an object without GpSimd programs)."""
+    if not obj.gpsimd:
+        return b""
+    head = bytearray(struct.pack("<I", len(obj.gpsimd)))
+    tail = bytearray()
+    at = 4 + _PROGRAM.size * len(obj.gpsimd)
+    for p in obj.gpsimd:
+        code = p.code()
+        places = b"".join(_PLACE.pack(*place) for place in p.places)
+        head += _PROGRAM.pack(strtab.add(p.name, "GpSimd program name"), len(p.instrs), at + len(tail),
+                              at + len(tail) + len(code))
+        tail += code + places
+    return bytes(head + tail)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -346,13 +380,47 @@ class _Reader:
             self.string(strtab, off, f"file {i}", at)
             for i, (at, (off,)) in enumerate(self.records(found[FILES_SECTION], _FILE, "file name"))
         ]
-        return ObjectFile(
+        obj = ObjectFile(
             kernel=kernel,
             streams={e: found[s].data for e, s in zip(ENGINES, TEXT_SECTIONS)},
             lines=self.read_lines(found[LINES_SECTION], len(files)),
             files=files,
             tensors=self.read_tensors(found[TENSORS_SECTION], strtab),
         )
+        version = struct.unpack_from("<I", found[KERNEL_SECTION].data)[0]
+        if (version == GPSIMD_VERSION) != (GPSIMD_SECTION in found):
+            raise self.error(f"format version {version} {'needs' if version == GPSIMD_VERSION else 'has no'}"
+                             f" section {GPSIMD_SECTION}", found[KERNEL_SECTION].offset)
+        if GPSIMD_SECTION in found:
+            obj.gpsimd = self.read_gpsimd(found[GPSIMD_SECTION], strtab, files)
+        return obj
+
+    def read_gpsimd(self, s: _Found, strtab: _Found, files: list[str]) -> list:
+        from ncsim.gpsimd.code import RECORD, CoreProgram
+
+        self.expect_type(s, "SHT_PROGBITS")
+        data = s.data
+        if len(data) < 4:
+            raise self.error(f"section {s.name} is truncated: {len(data)} bytes", s.offset)
+        (count,) = struct.unpack_from("<I", data)
+        if 4 + count * _PROGRAM.size > len(data):
+            raise self.error(f"section {s.name} says {count} programs but holds {len(data)} bytes", s.offset)
+        programs = []
+        for i in range(count):
+            at = 4 + i * _PROGRAM.size
+            name_off, n, code_at, places_at = _PROGRAM.unpack_from(data, at)
+            name = self.string(strtab, name_off, f"GpSimd program {i}", s.offset + at)
+            if code_at + n * RECORD > len(data) or places_at + n * _PLACE.size > len(data):
+                raise self.error(f"GpSimd program '{name}' ({n} instructions) runs past the end of {s.name}",
+                                 s.offset + at)
+            places = [_PLACE.unpack_from(data, places_at + k * _PLACE.size) for k in range(n)]
+            for k, (f, _, _) in enumerate(places):
+                if f >= len(files):
+                    raise self.error(f"GpSimd program '{name}' instruction {k} names file {f} but there are"
+                                     f" {len(files)} files", s.offset + places_at + k * _PLACE.size)
+            programs.append(CoreProgram.from_code(name, i, data[code_at:code_at + n * RECORD], places, files,
+                                                  self.filename))
+        return programs
 
     def check_header(self) -> tuple[int, int, int]:
         """Check the ELF header field by field; give the section table's offset, count and .shstrtab index."""
@@ -429,7 +497,7 @@ class _Reader:
         if shstrtab is None or shstrtab.type != "SHT_STRTAB":
             raise self.error(f"section {shstrndx}, named by e_shstrndx, is not a string table (SHT_STRTAB)",
                              shoff + shstrndx * _SHDR.size + 4)
-        wanted = {*SECTION_ORDER}
+        wanted = {*SECTION_ORDER, GPSIMD_SECTION}
         found: dict[str, _Found] = {}
         for index in range(shnum):
             s = self.section(elf, index, shoff + index * _SHDR.size, shstrtab.data)
@@ -484,10 +552,10 @@ class _Reader:
     def read_kernel(self, s: _Found, strtab: _Found) -> str:
         if len(s.data) >= 4:
             (version,) = struct.unpack_from("<I", s.data)
-            if version != FORMAT_VERSION:
+            if version not in (FORMAT_VERSION, GPSIMD_VERSION):
                 raise self.error(
-                    f"object format version {version} is not supported (this ncsim reads version "
-                    f"{FORMAT_VERSION})", s.offset,
+                    f"object format version {version} is not supported (this ncsim reads versions "
+                    f"{FORMAT_VERSION} and {GPSIMD_VERSION})", s.offset,
                 )
         if len(s.data) != _KERNEL.size:
             raise self.error(f"section {s.name} is {len(s.data)} bytes; the kernel header is {_KERNEL.size}",

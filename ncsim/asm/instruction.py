@@ -211,14 +211,22 @@ def same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def parse_instruction(line: Line, cur: Cursor, env: ParseEnv) -> Instruction:
-    """Parse `mnemonic operand, operand, key=value, ...` from the cursor to the end of the line."""
+def parse_instruction(line: Line, cur: Cursor, env: ParseEnv,
+                      table: Mapping[str, isa.InstrSpec] = isa.BY_MNEMONIC) -> Instruction:
+    """Parse `mnemonic operand, operand, key=value, ...` from the cursor to the end of the line; `table`
+    is the engines' instructions, or the GpSimd cores' (isa.CORE_BY_MNEMONIC) inside a .gpsimd section."""
     mtok = cur.peek()
     if mtok.kind != "ident":
         raise cur.error(f"expected an instruction mnemonic, found {describe(mtok)}", mtok)
-    spec = isa.BY_MNEMONIC.get(mtok.text)
+    spec = table.get(mtok.text)
+    if spec is None and table is isa.BY_MNEMONIC and mtok.text in isa.CORE_BY_MNEMONIC:
+        raise cur.error(f"'{mtok.text}' is a GpSimd core instruction: it belongs inside a '.gpsimd NAME' section,"
+                        " which gpsimd_call runs", mtok)
+    if spec is None and table is isa.CORE_BY_MNEMONIC and mtok.text in isa.BY_MNEMONIC:
+        raise cur.error(f"'{mtok.text}' is an engine instruction: a .gpsimd section holds GpSimd core"
+                        " instructions only (docs/gpsimd.md)", mtok)
     if spec is None:
-        raise cur.error(f"unknown instruction '{mtok.text}'", mtok, notes=(suggest(mtok.text, isa.BY_MNEMONIC),))
+        raise cur.error(f"unknown instruction '{mtok.text}'", mtok, notes=(suggest(mtok.text, table),))
     cur.next()
     operands = spec.all_operands
     positional = [o for o in spec.operands if o.required]

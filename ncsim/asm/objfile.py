@@ -7,7 +7,7 @@ for every instruction the source place it came from.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ncsim import isa
 from ncsim.dtypes import DType
@@ -58,3 +58,5 @@ class ObjectFile:
     # The names of the source's `.sem` semaphores, by number, for messages (a deadlock names them).
     # The ELF file does not keep them: a run of an object file names semaphores by number.
     semaphores: dict[int, str] = field(default_factory=dict, compare=False)
+    # The GpSimd programs (`ncsim.gpsimd.code.CoreProgram`), by index: the `.gpsimd` sections gpsimd_call runs.
+    gpsimd: list[Any] = field(default_factory=list)

@@ -76,12 +76,12 @@ def _check(instr: Instruction, config: Config) -> None:
     aps = access_patterns(instr)
     for name, ap in aps:
         check_access(name, ap, config)
-        if m != "dma_copy" and ap.on_chip:
+        if m not in ("dma_copy", "gpsimd_call") and ap.on_chip:
             limit = config.free_elements_max_psum if ap.memory == Memory.PSUM else config.free_elements_max_sbuf
             if ap.free_elements > limit:
                 raise AsmError(f"operand '{name}' has {ap.free_elements} elements per partition; an instruction"
                                f" takes at most {limit} from {ap.memory.label.upper()}")
-        if m != "dma_copy" and ap.on_chip and not partition_start_ok(ap.partition, ap.partitions):
+        if m not in ("dma_copy", "gpsimd_call") and ap.on_chip and not partition_start_ok(ap.partition, ap.partitions):
             raise AsmError(f"operand '{name}' starts at partition {ap.partition} with {ap.partitions} partitions:"
                            " more than 64 partitions start at 0; 33 to 64 at 0 or 64; up to 32 at 0, 32, 64 or 96")
     if m == "dma_copy" and (problem := dma_sizes(instr.operands["dst"], instr.operands["src"])):

@@ -67,6 +67,7 @@ def load() -> None:
     if _LOADED:
         return
     from ncsim.engines import (  # noqa: F401 - registration
+        cores,
         cost,
         dma,
         gpsimd,

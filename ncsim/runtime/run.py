@@ -104,6 +104,7 @@ def load_program(program: str | Path | ObjectFile | Program, config: Config,
             prog = Program.from_encoded(asm.program.encoded, obj.kernel, obj.files, obj.tensors, path,
                                         getattr(obj, "semaphores", {}))
             prog.obj = obj
+            prog.link_gpsimd(obj.gpsimd)
             return prog, path, False
     from ncsim.asm.elf import load_object
 

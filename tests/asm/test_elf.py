@@ -299,11 +299,14 @@ def test_bad_codes_in_records() -> None:
     assert "of the string table .strtab" in read_error(patched(SAMPLE, files_at, "<I", 10**6)).message
 
     _, kernel_at = section(SAMPLE, KERNEL_SECTION)
+    err = read_error(patched(SAMPLE, kernel_at, "<I", 4))
+    assert err.message == "object format version 4 is not supported (this ncsim reads versions 2 and 3)"
+    # version 3 is version 2 with GpSimd programs (.ncsim.gpsimd): without that section it is refused
     err = read_error(patched(SAMPLE, kernel_at, "<I", 3))
-    assert err.message == "object format version 3 is not supported (this ncsim reads version 2)"
+    assert err.message == "format version 3 needs section .ncsim.gpsimd"
     # version 1 laid the operands out in ncsim's order before NKI 2.27's forms: refused by its number
     err = read_error(patched(SAMPLE, kernel_at, "<I", 1))
-    assert err.message == "object format version 1 is not supported (this ncsim reads version 2)"
+    assert err.message == "object format version 1 is not supported (this ncsim reads versions 2 and 3)"
     assert "reserved bytes 4..7" in read_error(patched(SAMPLE, kernel_at + 4, "<B", 2)).message
 
 

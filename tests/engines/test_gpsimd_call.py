@@ -1,0 +1,96 @@
+"""gpsimd_call through the machine and the timing model: values, the slowest core's time, and every
+check of docs/gpsimd.md#checks by a program that breaks it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ncsim import engines
+from ncsim.asm.assembler import assemble
+from ncsim.config import DEFAULT
+from ncsim.errors import SimError
+from ncsim.runtime.machine import Machine
+from ncsim.runtime.timing import time_program
+
+engines.load()
+HEAD = ".hbm x f32[256] in\n.hbm y f32[256] out\n.sbuf s f32[128, 2]\n"
+
+
+def run(source: str, x: np.ndarray | None = None) -> tuple[Machine, np.ndarray]:
+    obj = assemble(HEAD + source, "call.s")
+    m = Machine(obj, DEFAULT, "call.s")
+    x = np.arange(-128, 128, dtype=np.float32) if x is None else x
+    m.load_tensor(m.tensor("x"), x)
+    m.run()
+    return m, m.read_tensor(m.tensor("y"))
+
+
+# Each core takes 32 elements: (32 * core + i), read, relu, written.
+BLOCKS = """
+.gpsimd relu
+    coreid r1
+    mul r2, r1, 32          # first element of this core
+    li r3, 0
+    lif r6, 0.0
+    talloc r4, 128
+    tcm_load r4, in0, r2, 32
+    li r5, 2
+top:
+    vld v0, r4, 0
+    vbcast f32, v1, r6
+    vmax f32, v0, v0, v1
+    vst v0, r4, 0
+    add r4, r4, 64
+    loop r5, top
+    sub r4, r4, 128
+    tcm_store out0, r2, r4, 32
+.end
+"""
+
+
+def test_relu_on_eight_cores_values_and_time():
+    m, y = run(BLOCKS + "gpsimd_call relu, y, x\n")
+    assert np.array_equal(y, np.maximum(np.arange(-128, 128, dtype=np.float32), 0))
+    timing = time_program(m.program, DEFAULT)
+    k = m.program.find("gpsimd", 0)
+    assert m.program.mnemonic(k) == "gpsimd_call" and "the slowest of 8 cores" in timing.formula(k)
+
+
+def test_race_between_cores_names_both_lines():
+    # the published multicore bug: partition * cpu_id + i * size instead of (partition * cpu_id + i) * size
+    bad = BLOCKS.replace("mul r2, r1, 32          # first element of this core", "mul r2, r1, 16")
+    with pytest.raises(SimError) as e:
+        run(bad + "gpsimd_call relu, y, x\n")
+    text = str(e.value)
+    assert "race between GpSimd cores: core 1 writes element 16 of out0" in text and "which core 0 wrote" in text
+    assert text.count("call.s:") >= 2  # both source lines
+
+
+@pytest.mark.parametrize("body, message", [
+    ("li r1, 65536\n ld r2, r1, 0", "outside the core's 65536 bytes of TCM"),
+    ("talloc r1, 16384\n talloc r2, 64", "the TCM pool (gpsimd_tcm_pool_bytes = 16384) has 0 bytes left"),
+    ("li r1, 250\n li r2, 0\n tcm_load r2, in0, r1, 16", "elements 250..266 of in0, which has 256 elements"),
+    ("li r1, 0\ntop:\n add r1, r1, 1\n jmp top", "without ending (gpsimd_step_limit)"),
+    ("li r1, 0\n est in0, r1, r1", "in0 is an input of the call"),
+])
+def test_checks(body, message):
+    with pytest.raises(SimError, match=None) as e:
+        run(f".gpsimd p\n {body}\n.end\ngpsimd_call p, y, x, cores=1\n")
+    assert message in str(e.value)
+    assert "GpSimd core 0, " in str(e.value) and "call.s:" in str(e.value)
+
+
+def test_core_touching_partitions_not_its_own():
+    # s is [128, 2]: element 40 lies in partition 20, core 1's; core 0 reads it
+    src = ".gpsimd p\n li r1, 40\n li r2, 0\n tcm_load r2, in0, r1, 1\n.end\ngpsimd_call p, y, s, cores=1\n"
+    obj = assemble(HEAD + src, "call.s")
+    m = Machine(obj, DEFAULT, "call.s")
+    with pytest.raises(SimError, match="lies in SBUF partition 20, but core 0 reaches only partitions 0..15"):
+        m.run()
+
+
+def test_step_limit_names_core_pc_and_line():
+    with pytest.raises(SimError) as e:
+        run(".gpsimd p\nspin:\n jmp spin\n.end\ngpsimd_call p, y, x, cores=1\n")
+    assert "GpSimd core 0, call.s:6:2 (p[0] jmp 0)" in str(e.value)

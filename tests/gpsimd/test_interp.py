@@ -1,0 +1,125 @@
+"""The numba interpreter against the plain reference (ncsim/gpsimd/reference.py), instruction by
+instruction over random register contents (edge values of fp32 and the integers, all lane types),
+and cycle counts of small programs against hand-computed counts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ncsim import isa
+from ncsim.asm.assembler import assemble
+from ncsim.asm.instruction import Instruction
+from ncsim.config import DEFAULT
+from ncsim.gpsimd.code import CoreProgram
+from ncsim.gpsimd.fields import Reg, RegKind, RegOrImmKind
+from ncsim.gpsimd.interp import Operands, run_cores
+from ncsim.gpsimd.reference import Core, run_core
+from tests.strategies import values
+
+NREG = 6  # registers the random instructions use (all set from random data first)
+DATA = 16 * 64 + 4 * NREG  # bytes: NREG vector registers (at TCM 0), NREG scalars (after them)
+EDGE_F32 = [0.0, -0.0, 1.0, -1.0, 0.5, 1.5, 2.5, -2.5, 3.4e38, -3.4e38, 1e-45, float("inf"), float("-inf"),
+            float("nan"), 16777217.0, 2147483648.0, -2147483904.0, 65504.0]
+EDGE_INT = [0, 1, -1, 2**31 - 1, -2**31, 127, -128, 32767, -32768, 255, 65535, 0x7FC00000, 0x7F800001]
+CONTROL = {"beq", "bne", "blt", "bge", "jmp", "loop", "halt", "tcm_load", "tcm_store", "eld", "est", "talloc"}
+MEMORY = {"ld", "st", "vld", "vst", "vlds", "vsts"}
+ROWS = [pytest.param(r, id=r.mnemonic) for r in isa.CORE_TABLE if r.mnemonic not in CONTROL]
+SETUP = ".hbm x u8[{n}] in\n.hbm y u8[{n}] out\n.gpsimd p\n  li r31, 0\n  tcm_load r31, in0, r31, {n}\n{loads}{body}" \
+        "{stores}  li r31, 0\n  tcm_store out0, r31, r31, {n}\n.end\ngpsimd_call p, y, x, cores=1\n"
+
+
+def words(draw) -> np.ndarray:
+    """Random register contents: fp32 and integer edge values, and any bits."""
+    f = st.sampled_from(EDGE_F32).map(lambda v: int(np.float32(v).view(np.uint32)))
+    i = st.sampled_from(EDGE_INT).map(lambda v: v & 0xFFFFFFFF)
+    anyw = st.integers(0, 2**32 - 1)
+    small = st.sampled_from([0x3C003C00, 0x807F0180, 0x00010002, 0xFFFF8000])  # i16 / i8 lanes
+    return np.array(draw(st.lists(st.one_of(f, i, anyw, small), min_size=DATA // 4, max_size=DATA // 4)), np.uint32)
+
+
+def small_reg(kind):
+    if isinstance(kind, RegKind):
+        return st.integers(0, NREG - 1)
+    if isinstance(kind, RegOrImmKind):
+        return st.one_of(st.integers(0, NREG - 1).map(Reg), values(kind))
+    return values(kind)
+
+
+def program(instr: Instruction) -> CoreProgram:
+    loads = "".join(f"  vld v{k}, r31, {64 * k}\n" for k in range(NREG))
+    loads += "".join(f"  ld r{k}, r31, {64 * NREG + 4 * k}\n" for k in range(NREG))
+    stores = "".join(f"  vst v{k}, r31, {64 * k}\n" for k in range(NREG))
+    stores += "".join(f"  st r{k}, r31, {64 * NREG + 4 * k}\n" for k in range(NREG))
+    from ncsim.asm.instruction import format_instruction
+
+    src = SETUP.format(n=DATA, loads=loads, body="  " + format_instruction(instr) + "\n", stores=stores)
+    return assemble(src, "t.s").gpsimd[0]
+
+
+@pytest.mark.parametrize("row", ROWS)
+@settings(max_examples=12, deadline=None)
+@given(data=st.data())
+def test_instruction_matches_reference(row: isa.InstrSpec, data):
+    ops = {o.name: data.draw(small_reg(o.kind)) for o in row.operands}
+    fixed = {}
+    if row.mnemonic in MEMORY:  # an address register inside the TCM: r5 = 4096
+        ops["ra"] = NREG - 1
+        fixed[NREG - 1] = 4096
+        if "off" in ops:
+            ops["off"] = data.draw(st.sampled_from([0, 4, 64, -64]))
+        if "b" in ops:
+            ops["b"] = data.draw(st.sampled_from([4, 8, 16, -4, 0, 1, 2]))
+    if row.mnemonic == "vdiv":
+        ops["t"] = "f32"
+    if row.mnemonic in ("vlane", "vext"):
+        ops["lane"] = data.draw(st.integers(0, 64 // {"f32": 4, "i32": 4, "i16": 2, "i8": 1}[ops["t"]] - 1))
+    instr = Instruction(row, "gpsimd", ops)
+    raw = words(data.draw)
+    for reg, value in fixed.items():
+        raw[(64 * NREG) // 4 + reg] = value
+    prog = program(instr)
+    # the interpreter
+    out = np.zeros(DATA, np.uint8)
+    operands = Operands.make([(out, True, True, 0, 0), (raw.view(np.uint8).copy(), False, True, 0, 0), None, None,
+                              None, None])
+    run_cores(prog, 1, operands, DEFAULT)
+    got = operands.values(0, np.uint8)
+    # the reference
+    args = {"in0": raw.view(np.uint8).copy(), "out0": np.zeros(DATA, np.uint8)}
+    run_core(Core(0, 1, DEFAULT), prog, args)
+    assert np.array_equal(got, args["out0"]), str(instr)
+
+
+def cycles(body: str, cores: int = 1) -> list[int]:
+    src = f".hbm x f32[16] in\n.hbm y f32[16] out\n.gpsimd p\n{body}\n.end\ngpsimd_call p, y, x, cores={cores}\n"
+    prog = assemble(src, "c.s").gpsimd[0]
+    ops = Operands.make([(np.zeros(16, np.float32), True, True, 0, 0), (np.zeros(16, np.float32), False, True, 0, 0),
+                         None, None, None, None])
+    return run_cores(prog, cores, ops, DEFAULT).cycles.tolist()
+
+
+def test_cycle_counts_by_hand():
+    # one instruction a cycle
+    assert cycles("li r1, 1\n li r2, 2\n add r3, r1, r2") == [3]
+    # a TCM load's result is ready 3 cycles after issue: the add waits 2 cycles
+    assert cycles("li r1, 0\n ld r2, r1, 0\n add r3, r2, 1") == [1 + 1 + 2 + 1]
+    # fdiv: 8 cycles before its result can be used
+    assert cycles("lif r1, 1.0\n fdiv r2, r1, 3.0\n fadd r3, r2, r2") == [1 + 1 + 7 + 1]
+    # a loop of 4 trips: li, then 4 x (add + loop), 3 taken branches of 2 extra cycles
+    assert cycles("li r1, 4\ntop:\n add r2, r2, 1\n loop r1, top") == [1 + 4 * 2 + 3 * 2]
+    # strided vector load: one lane a cycle (16 f32 lanes)
+    assert cycles("li r1, 0\n vlds f32, v0, r1, 8") == [1 + 16]
+    # element accessor: gpsimd_element_access_cycles
+    assert cycles("li r1, 0\n eld r2, in0, r1") == [1 + DEFAULT.gpsimd_element_access_cycles]
+    # a block from HBM: the fixed cost, the DMA latency and 64 bytes at 17 B/ns at 1.4 GHz
+    import math
+
+    dma = math.ceil(DEFAULT.dma_latency_ns * 1.4)
+    per_k = int(DEFAULT.dma_engine_bandwidth / DEFAULT.gpsimd_clock_hz * 1024)
+    expect = 1 + DEFAULT.gpsimd_tcm_block_cycles + dma + (64 * 1024 + per_k - 1) // per_k
+    assert cycles("li r1, 0\n tcm_load r1, in0, r1, 16") == [expect]
+    # every core runs; core 1 skips the work
+    assert cycles("coreid r1\n bne r1, 0, end\n li r2, 1\n li r2, 2\nend:", cores=2) == [4, 2 + 2]
