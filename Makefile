@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test,torch]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test,torch,sweep]'
 	$(BIN)/ncsim warmup
 	touch $(STAMP)
 

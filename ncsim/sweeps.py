@@ -308,10 +308,12 @@ def _assemble(spec: ProgramSpec, config: Config) -> tuple[str, Any]:
             return "ok", write_elf(Assembler(config, dict(spec.params)).assemble(text, spec.path))
         from ncsim import nki
 
-        kernel, args = spec.kernel, spec.args
-        if kernel is None:
-            kernel, args = _nki_kernel(spec), ()
-        r = nki.simulate(kernel, args, {}, values=False, config=config)
+        kernel, args, kwargs = spec.kernel, spec.args, {}
+        if kernel is None:  # FILE.py:FUNCTION: its defaults are its arguments (the tracer binds only what is given)
+            kernel = _nki_kernel(spec)
+            kwargs = {n: p.default for n, p in inspect.signature(getattr(kernel, "func", kernel)).parameters.items()
+                      if p.default is not inspect.Parameter.empty}
+        r = nki.simulate(kernel, args, kwargs, values=False, config=config)
         return "ok", write_elf(r.result.program.to_object())
     except NcsimError as e:
         return "error", e.format()
@@ -469,8 +471,11 @@ def cluster_client(client: Any = None, workers: int | None = None, dashboard: bo
             yield c
         return
     n = workers or os.cpu_count() or 1
+    # The scheduler serves HTTP (health, metrics) even without a dashboard, by default on port 8787 of
+    # its host: without --dashboard, on a free port of 127.0.0.1 instead, so that sweeps run side by side.
+    http = {} if dashboard else {"dashboard": False, "dashboard_address": "127.0.0.1:0"}
     with distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address="127.0.0.1:8787" if dashboard else None,
+                                  dashboard_address="127.0.0.1:8787" if dashboard else None, scheduler_kwargs=http,
                                   silence_logs=logging.ERROR) as cluster, distributed.Client(cluster) as c:
         if dashboard:
             print(f"dask dashboard: {c.dashboard_link}", file=sys.stderr)
@@ -564,7 +569,8 @@ def sweep(programs: Sequence[Any] | Any, grid: Mapping[str, Any] | Sequence[Mapp
         for point in points:
             row = rows[i]
             assert row is not None
-            table.append({"program": spec.name, "program_hash": spec.digest[:16], **point, **row})
+            shown = {n: point.get(n, getattr(base, n)) for n in names}  # a point without n: the base value
+            table.append({"program": spec.name, "program_hash": spec.digest[:16], **shown, **row})
             i += 1
     df = pd.DataFrame(table, columns=["program", "program_hash", *names, *METRICS])
     df.attrs["parameters"] = names
@@ -589,7 +595,11 @@ def _show(name: str, value: Any) -> str:
     from ncsim.config import _FIELDS, _format
 
     f = _FIELDS.get(name)
-    return _format(value, f.metadata["unit"]) if f is not None else str(value)
+    if f is None:
+        return str(value)
+    if isinstance(f.default, int) and isinstance(value, float) and value.is_integer():
+        value = int(value)  # a column that pandas made float
+    return _format(value, f.metadata["unit"])
 
 
 def sensitivity(df: pd.DataFrame) -> list[dict[str, Any]]:
