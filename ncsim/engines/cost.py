@@ -152,7 +152,13 @@ def tensor_tensor(instr: Instruction, config: Config) -> Cost:
     if mixed or fast_bf16:
         cycles, text = _mx(config, "N", n)
         return Cost(cycles, text + (" (PSUM and SBUF inputs)" if mixed else " (bf16 add/subtract/multiply)"), n)
-    return Cost(*_mx(config, "2N", 2 * n), n)
+    # Both inputs in SBUF (or both in PSUM), any other dtype or op: the ISA's estimate is 2N, the
+    # chip measured about one element per cycle (docs/timing.md "Calibration": the fused Mamba
+    # tutorial's fp32 profile); config.tensor_tensor_cycles_per_element says which.
+    c = config.tensor_tensor_cycles_per_element
+    if c == 1:
+        return Cost(*_mx(config, "N", n), n)
+    return Cost(*_mx(config, f"{c}N", c * n), n)
 
 
 @cost("tensor_scalar", "tensor_copy", "bn_stats", "nc_match_replace8", "dropout", "nc_stream_shuffle")
@@ -168,8 +174,9 @@ def scalar_tensor_tensor(instr: Instruction, config: Config) -> Cost:
     n = data.free_elements
     ops = instr.operands["op0"], instr.operands["op1"]
     if ops == ("subtract", "multiply") and all(_is(x, BF16) for x in (data, other, dst)) and n % 2 == 0:
-        return Cost(n, f"N={n} (bf16 subtract then multiply, N even)", n)
-    return Cost(2 * n, f"2N={2 * n}", n)
+        cycles, text = _mx(config, "N", n)
+        return Cost(cycles, text + " (bf16 subtract then multiply, N even)", n)
+    return Cost(*_mx(config, "2N", 2 * n), n)
 
 
 @cost("tensor_reduce")
@@ -177,8 +184,9 @@ def tensor_reduce(instr: Instruction, config: Config) -> Cost:
     data, dst = _ap(instr, "data"), _ap(instr, "dst")
     n = data.free_elements
     if _is(data, BF16) and _is(dst, BF16) and instr.operands["op"] in ("add", "maximum"):
-        return Cost(math.ceil(n / 2), f"N/2={math.ceil(n / 2)} (bf16 {instr.operands['op']})", n)
-    return Cost(n, f"N={n}", n)
+        cycles, text = _mx(config, "N/2", math.ceil(n / 2))
+        return Cost(cycles, text + f" (bf16 {instr.operands['op']})", n)
+    return Cost(*_mx(config, "N", n), n)
 
 
 @cost("tensor_tensor_scan")
@@ -228,7 +236,7 @@ def bn_aggr(instr: Instruction, config: Config) -> Cost:
 @cost("max8", "nc_find_index8")
 def top8(instr: Instruction, config: Config) -> Cost:
     n = _ap(instr, "src" if "src" in instr.operands else "data").free_elements
-    return Cost(n, f"N={n}", n)
+    return Cost(*_mx(config, "N", n), n)
 
 
 # --------------------------------------------------------------------------- GpSimd engine
@@ -345,7 +353,10 @@ def describe(instr: Instruction, config: Config) -> InstrCost:
     mems = {t.memory for t in _tiles(instr)}
     ports = PORT_USERS[engine] & ((PORT_SBUF if Memory.SBUF in mems else 0) | (PORT_PSUM if Memory.PSUM in mems else 0))
     tiny = own.n <= config.tiny_free_elements
-    overhead = config.vector_dependent_extra_cycles * tpc if engine == "vector" else 0
+    overhead = 0
+    if engine == "vector":  # the static overhead, less what the MIN_II floor already charged (docs/timing.md)
+        slack = own.cycles - own.n if own.cycles == config.min_ii and own.n < own.cycles else 0
+        overhead = max(0, config.vector_dependent_extra_cycles - slack) * tpc
     issue = 0
     if engine == "scalar":
         issue = round(config.scalar_dependent_issue_ns * config.tick_hz / 1e9)

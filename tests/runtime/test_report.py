@@ -70,7 +70,7 @@ def test_giou_is_bound_by_the_vector_engine():
     rep = report(r)
     vector = rep.engine("vector")
     assert rep.verdict.kind == "engine" and rep.verdict.engine == "vector"
-    assert rep.share(vector.busy) > 0.9
+    assert rep.share(vector.busy) > 0.85
     assert rep.verdict.text.startswith(f"bound by the Vector engine: busy {100 * rep.share(vector.busy):.0f}% of"
                                        f" {rep.total_us:.1f} µs")
     assert rep.transfers == 48 and rep.queues == (0, 1, 2) and rep.dma_bytes == 9 * 2**20

@@ -155,9 +155,21 @@ def test_tiny_vector_instructions_pay_the_static_overhead():
     src = tile(lay, free=8)
     r = run(vector=[make("tensor_scalar", dst=tile(lay, free=8), data=src, op0="add", operand0=const(1.0))
                     for _ in range(4)])
-    each = (CFG.min_ii + CFG.vector_dependent_extra_cycles) * TPC["vector"]
-    assert r.total_ticks == 4 * each  # the static overhead includes the access start of the first
-    assert list(r.extra_flags) == [OVERHEAD] * 4
+    # the MIN_II floor and the static overhead do not stack: 8 elements + 100 cycles, not 64 + 100
+    each = max(CFG.min_ii, 8 + CFG.vector_dependent_extra_cycles) * TPC["vector"]
+    assert each == 108 * TPC["vector"]
+    first = (CFG.min_ii + CFG.access_start_cycles) * TPC["vector"]  # the access start is the larger here
+    assert r.total_ticks == first + 3 * each
+    assert list(r.extra_flags) == [COLD_START] + [OVERHEAD] * 3
+
+
+def test_a_dependent_one_element_vector_instruction_lasts_101_cycles():
+    lay = Layout()
+    cells = [tile(lay, free=1) for _ in range(4)]
+    r = run(vector=[make("tensor_scalar", dst=cells[i + 1], data=cells[i], op0="add", operand0=const(1.0))
+                    for i in range(3)])
+    assert list(r.busy[1:]) == [101 * TPC["vector"]] * 2  # max(MIN_II, 1 + 100)
+    assert list(r.extra_flags[1:]) == [OVERHEAD | DEPENDENT] * 2
 
 
 def test_dependent_one_element_scalar_instructions_issue_every_189_ns():
@@ -570,3 +582,25 @@ def test_an_instruction_too_large_to_time_is_refused():
     huge = AccessPattern(Memory.SBUF, dtypes.FLOAT32, 0, 128, 0, ((1, 2**32 - 1),) * 4)
     with pytest.raises(SimError, match="touches .* elements: more than ncsim can time"):
         run(vector=[make("tensor_copy", dst=huge, src=huge)])
+
+
+# --------------------------------------------------------------------------- calibration (docs/timing.md#calibration)
+
+def test_fp32_tensor_tensor_in_sbuf_runs_one_element_per_cycle():
+    """The fused Mamba tutorial's measured profile: about N cycles, where the ISA estimates 2N."""
+    lay = Layout()
+    a, b, out = tile(lay), tile(lay), tile(lay)
+    instr = make("tensor_tensor", dst=out, data1=a, data2=b, op="multiply")
+    assert run(vector=[instr]).cost_cycles[0] == 512
+    twice = dataclasses.replace(CFG, tensor_tensor_cycles_per_element=2)
+    assert run(twice, vector=[instr]).cost_cycles[0] == 1024  # the ISA's estimate, as a configuration
+
+
+@pytest.mark.parametrize("mnemonic", ["tensor_reduce", "max8"])
+def test_few_element_vector_instructions_have_the_min_ii_floor(mnemonic):
+    lay = Layout()
+    if mnemonic == "tensor_reduce":
+        instr = make("tensor_reduce", dst=tile(lay, free=1), data=tile(lay, free=8), op="add", axis=(1,))
+    else:
+        instr = make("max8", dst=tile(lay, free=8), src=tile(lay, free=8))
+    assert run(vector=[instr]).cost_cycles[0] == CFG.min_ii

@@ -163,7 +163,8 @@ def test_giou_trace(tmp_path):
     assert first["args"]["at"] == "programs/giou.s:47:3"
     assert first["args"]["source"] == "tensor_tensor w, p[:, c, 2::4], p[:, c, 0::4], subtract"
     assert first["args"]["asm"].endswith("subtract, wait=[s2>=1]")
-    assert first["args"]["cost"].startswith("max(MIN_II=64, 2N=256) = 256 cycles @1.12 GHz = 1280 ticks")
+    assert first["args"]["cost"].startswith("max(MIN_II=64, N=128) = 128 cycles @1.12 GHz = 640 ticks; bound by SBUF"
+                                             " access of 'data1' 128 elements, stride 16 B: half rate")
     assert first["ts"] == 2.49 and first["args"]["sem_wait_ns"] == 2490.0  # waits for the first load
     load = next(e for e in events if e.get("cat") == "transfer")  # 256 KiB from HBM on queue 0: 16 pieces
     assert load["args"] == {"instr": "sync[0]", "at": "programs/giou.s:43:3", "bytes": 262144, "pieces": 16,
