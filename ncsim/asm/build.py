@@ -5,9 +5,12 @@ iteration, `ncsim.asm.lanes`), and the program-order positions of its lanes. A l
 is a chunk of one lane. This module never makes a Python object per instruction:
 
 1. `Gathered`: per instruction, in program order, which chunk and lane it is, its engine and its
-   stream, and its accesses (memory, partitions, byte offset, dimensions) as one CSR table;
-2. automatic synchronisation (`ncsim.asm.sync.synchronise_arrays` over that table) gives the waits, and the
-   semaphores are assigned to the streams waited for, as `ncsim.asm.sync` documents;
+   stream; `access_rows`: its accesses as one CSR table, a row holding only what varies from one
+   iteration to the next (byte offset, partitions, write flag) and an index into a table of the
+   distinct shapes (memory, item size, dimensions);
+2. automatic synchronisation (`ncsim.asm.sync.synchronise_rows` over that table) gives the waits, and
+   the semaphores are assigned to the streams waited for, as `ncsim.asm.sync` documents; the access
+   table is dropped before encoding;
 3. `encode`: every chunk encoded for all its lanes at once (`encode_lanes`), the waits and signals
    spliced in, the headers patched, laid out per engine stream as one array of 64-bit words.
 
@@ -55,29 +58,34 @@ def column(value: int | Lanes, n: int) -> np.ndarray:
 
 @dataclass
 class Gathered:
-    """Per instruction g (program order): chunk[g], lane[g], engine[g], stream[g] (ids into
-    `stream_names`), and the accesses of instruction g, rows acc_ptr[g]..acc_ptr[g + 1] of the acc_*
-    columns, in the order `ncsim.asm.sync.accesses` gives them."""
+    """Per instruction g (program order): chunk[g] (int32), lane[g], engine[g] (int8), stream[g] (ids
+    into `stream_names`, int32). The accesses (`access_rows`) are made when synchronisation needs them
+    and dropped after it: they are the largest table of the assembly."""
 
     chunks: list[Chunk]
     n: int
     chunk: np.ndarray = field(init=False)
-    lane: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
-        self.chunk = np.empty(self.n, np.int64)
-        self.lane = np.empty(self.n, np.int64)
+        self.chunk = np.empty(self.n, np.int32)
         for ci, c in enumerate(self.chunks):
             self.chunk[c.positions] = ci
-            self.lane[c.positions] = np.arange(c.n)
+
+    @cached_property
+    def lane(self) -> np.ndarray:
+        """Instruction g's lane in its chunk (made when first asked: only the slow paths ask)."""
+        lane = np.empty(self.n, np.int32)
+        for c in self.chunks:
+            lane[c.positions] = np.arange(c.n)
+        return lane
 
     def instruction(self, g: int) -> Instruction:
         return pick(self.chunks[int(self.chunk[g])].instr, int(self.lane[g]))
 
     @cached_property
     def engine(self) -> np.ndarray:
-        per_chunk = np.array([ENGINES.index(c.instr.engine) for c in self.chunks], np.int64)
-        return per_chunk[self.chunk] if self.n else np.zeros(0, np.int64)
+        per_chunk = np.array([ENGINES.index(c.instr.engine) for c in self.chunks], np.int8)
+        return per_chunk[self.chunk] if self.n else np.zeros(0, np.int8)
 
     @cached_property
     def streams(self) -> tuple[np.ndarray, list[str], np.ndarray]:
@@ -94,49 +102,88 @@ class Gathered:
                 per_lane.append((c, None))
         ordered = sorted(names)
         sid = {s: k for k, s in enumerate(ordered)}
-        stream = np.empty(self.n, np.int64)
+        stream = np.empty(self.n, np.int32)
         for c, queues in per_lane:
             if queues is None:
                 stream[c.positions] = sid[c.instr.engine]
             else:
                 uq, inv = np.unique(queues, return_inverse=True)
-                ids = np.array([sid[f"dma queue {q} from {c.instr.engine}"] for q in uq.tolist()], np.int64)
-                stream[c.positions] = ids[inv]
-        engine_ids = np.array([sid.get(e, -1) for e in ENGINES], np.int64)
+                ids = np.array([sid[f"dma queue {q} from {c.instr.engine}"] for q in uq.tolist()], np.int32)
+                stream[c.positions] = ids[inv.reshape(-1)]
+        engine_ids = np.array([sid.get(e, -1) for e in ENGINES], np.int32)
         return stream, ordered, engine_ids[self.engine]
 
-    @cached_property
-    def accesses(self) -> dict[str, np.ndarray]:
-        per_chunk = [sync.accesses(c.instr) for c in self.chunks]
-        counts = np.array([len(a) for a in per_chunk], np.int64)
-        ptr = np.zeros(self.n + 1, np.int64)
-        if self.n:
-            np.cumsum(counts[self.chunk], out=ptr[1:])
-        rows = int(ptr[-1])
-        out = {"ptr": ptr, "memory": np.zeros(rows, np.int64), "partition": np.zeros(rows, np.int64),
-               "partitions": np.zeros(rows, np.int64), "offset": np.zeros(rows, np.int64),
-               "itemsize": np.zeros(rows, np.int64), "ndims": np.zeros(rows, np.int64),
-               "dims": np.zeros((rows, MAX_DIMS, 2), np.int64), "write": np.zeros(rows, np.bool_),
-               "operand": np.zeros(rows, np.int64)}
-        names: dict[str, int] = {}
-        for c, accs in zip(self.chunks, per_chunk):
-            base = ptr[c.positions]
-            for a, acc in enumerate(accs):
-                r = base + a
-                ap: AccessPattern = acc.ap
-                out["memory"][r] = int(ap.memory)
-                out["partition"][r] = column(ap.partition, c.n)
-                out["partitions"][r] = column(ap.partitions, c.n)
-                out["offset"][r] = column(ap.offset, c.n)
-                out["itemsize"][r] = ap.dtype.itemsize
-                out["ndims"][r] = len(ap.dims)
-                for d, (step, count) in enumerate(ap.dims):
-                    out["dims"][r, d, 0] = column(step, c.n)
-                    out["dims"][r, d, 1] = column(count, c.n)
-                out["write"][r] = acc.write
-                out["operand"][r] = names.setdefault(acc.operand, len(names))
-        out["operand_names"] = np.array(list(names) or [""], dtype=object)
-        return out
+
+@dataclass
+class AccessRows:
+    """The accesses of every instruction, as `ncsim.asm.sync.synchronise_rows` takes them: rows
+    ptr[g]..ptr[g + 1] are instruction g's, in the order `ncsim.asm.sync.accesses` gives them; per row
+    its byte offset, first and end partition, write flag and shape (an index into the shape_*
+    columns: memory, item size, dimensions, one entry per distinct shape). `operand[c, a]` is the
+    operand (index into `operand_names`) of access a of chunk c's instructions."""
+
+    ptr: np.ndarray
+    offset: np.ndarray
+    first: np.ndarray
+    end: np.ndarray
+    write: np.ndarray
+    shape: np.ndarray
+    shape_memory: np.ndarray
+    shape_itemsize: np.ndarray
+    shape_ndims: np.ndarray
+    shape_dims: np.ndarray
+    operand: np.ndarray
+    operand_names: list[str]
+
+
+def _lane_values(value: int | Lanes) -> int | np.ndarray:
+    return value.v if isinstance(value, Lanes) else value
+
+
+def access_rows(gathered: Gathered) -> AccessRows:
+    """The access table of `gathered` (a chunk's rows share one shape when its dimensions are the same
+    in every lane, so a row is 21 bytes)."""
+    chunks = gathered.chunks
+    per_chunk = [sync.accesses(c.instr) for c in chunks]
+    counts = np.array([len(a) for a in per_chunk], np.int64)
+    ptr = np.zeros(gathered.n + 1, np.int64)
+    if gathered.n:
+        np.cumsum(counts[gathered.chunk], out=ptr[1:])
+    rows = int(ptr[-1])
+    offset = np.empty(rows, np.int64)
+    first = np.empty(rows, np.int32)
+    end = np.empty(rows, np.int32)
+    write = np.empty(rows, np.bool_)
+    shape = np.empty(rows, np.int32)
+    shapes: dict[tuple[int, int, tuple[tuple[int, int], ...]], int] = {}
+    operand = np.zeros((len(chunks), int(counts.max(initial=0))), np.int16)
+    names: dict[str, int] = {}
+    for ci, (c, accs) in enumerate(zip(chunks, per_chunk)):
+        base = ptr[c.positions]
+        for a, acc in enumerate(accs):
+            r = base + a
+            ap: AccessPattern = acc.ap
+            memory, itemsize = int(ap.memory), ap.dtype.itemsize
+            offset[r] = _lane_values(ap.offset)
+            first[r] = _lane_values(ap.partition)
+            end[r] = _lane_values(ap.partition) + _lane_values(ap.partitions)
+            write[r] = acc.write
+            if not any(isinstance(x, Lanes) for d in ap.dims for x in d):
+                shape[r] = shapes.setdefault((memory, itemsize, tuple(ap.dims)), len(shapes))
+            else:  # dimensions that vary from lane to lane: a shape per distinct value
+                per_lane = np.stack([column(x, c.n) for d in ap.dims for x in d], axis=1)
+                distinct, inverse = np.unique(per_lane, axis=0, return_inverse=True)
+                ids = np.array([shapes.setdefault((memory, itemsize, tuple(zip(u[0::2], u[1::2]))), len(shapes))
+                                for u in distinct.tolist()], np.int32)
+                shape[r] = ids[inverse.reshape(-1)]
+            operand[ci, a] = names.setdefault(acc.operand, len(names))
+    keys = list(shapes)
+    shape_dims = np.zeros((len(keys), MAX_DIMS, 2), np.int64)
+    for s, (_, _, dims) in enumerate(keys):
+        shape_dims[s, :len(dims)] = dims
+    return AccessRows(ptr, offset, first, end, write, shape, np.array([k[0] for k in keys], np.int64),
+                      np.array([k[1] for k in keys], np.int64), np.array([len(k[2]) for k in keys], np.int64),
+                      shape_dims, operand, list(names) or [""])
 
 
 @dataclass
@@ -148,11 +195,12 @@ class Synced:
     producer: np.ndarray
     consumer: np.ndarray
     kind: np.ndarray
-    producer_operand: np.ndarray  # index into Gathered.accesses["operand_names"]
+    producer_operand: np.ndarray  # index into operand_names
     consumer_operand: np.ndarray
     memory: np.ndarray  # Memory code of the hazard
     sem_of: dict[int, int]
     rank: np.ndarray
+    operand_names: list[str] = field(default_factory=list)
 
     @staticmethod
     def none(n: int) -> Synced:
@@ -173,8 +221,7 @@ class _Lazy:
 def describe(gathered: Gathered, synced: Synced, files: list[str]) -> str:
     """`ncsim.asm.sync.describe_edges` for the arrays: one line per wait, who waits for whom and why."""
     stream, names, _ = gathered.streams
-    acc = gathered.accesses
-    operand = acc["operand_names"]
+    operand = synced.operand_names
     memory = {int(m): m.label for m in Memory}
     edges = []
     for j in range(len(synced.producer)):
@@ -196,12 +243,16 @@ def describe(gathered: Gathered, synced: Synced, files: list[str]) -> str:
 def synchronise(gathered: Gathered, num_semaphores: int, reserved: set[int]) -> Synced:
     """The waits between streams (see `ncsim.asm.sync`), and a semaphore for each stream waited for."""
     stream, names, issuer = gathered.streams
-    acc = gathered.accesses
-    producer, consumer, kind, prow, crow = sync.synchronise_arrays(
-        stream, issuer, acc["ptr"], acc["memory"], acc["partition"], acc["partitions"],
-        acc["offset"], acc["itemsize"], acc["ndims"], acc["dims"], acc["write"])
-    pa, ca = acc["operand"][prow], acc["operand"][crow]
-    memory = acc["memory"][prow]
+    acc = access_rows(gathered)
+    producer, consumer, kind, prow, crow = sync.synchronise_rows(
+        stream, issuer, acc.ptr, acc.offset, acc.first, acc.end, acc.shape, acc.write, acc.shape_memory,
+        acc.shape_itemsize, acc.shape_ndims, acc.shape_dims)
+    # an edge's operands: the rows' places among their instructions' accesses, in their chunks' tables
+    pa = acc.operand[gathered.chunk[producer], prow - acc.ptr[producer]]
+    ca = acc.operand[gathered.chunk[consumer], crow - acc.ptr[consumer]]
+    memory = acc.shape_memory[acc.shape[prow]]
+    operand_names = acc.operand_names
+    del acc  # the largest table of the assembly: gone before encoding
     producers = np.unique(producer)
     waited = sorted({names[s] for s in stream[producers].tolist()}, key=lambda s: (s.startswith("dma"), s))
     free = [s for s in range(num_semaphores) if s not in reserved]
@@ -215,7 +266,7 @@ def synchronise(gathered: Gathered, num_semaphores: int, reserved: set[int]) -> 
         sorted_streams = ps[order]
         group_start = np.searchsorted(sorted_streams, sorted_streams, side="left")
         rank[producers[order]] = np.arange(len(order)) - group_start + 1
-    return Synced(producer, consumer, kind, pa, ca, memory, sem_of, rank)
+    return Synced(producer, consumer, kind, pa, ca, memory, sem_of, rank, operand_names)
 
 
 @dataclass

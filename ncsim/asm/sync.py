@@ -297,28 +297,65 @@ def synchronise_arrays(stream: np.ndarray, engine: np.ndarray, acc_ptr: np.ndarr
     are not checked again. Integer arrays are taken as int64 (converted if they are not).
 
     Returns the edges (EdgeArrays): a row index stands for the operand (the caller knows which
-    operand each row came from) and the memory (acc_memory of the row). Besides the inputs it takes
-    about 200 bytes per row and 4 x ids per instruction (measured: 515 MB for the 2.4 million rows
-    of tools/bench_sync.py's pipeline of 2**20 instructions)."""
+    operand each row came from) and the memory (acc_memory of the row). This form stores every
+    row's dimensions; `synchronise_rows` takes them once per distinct shape (what the assembler
+    gives), and this function calls it with one shape per row."""
     (stream, engine, acc_ptr, acc_memory, acc_partition, acc_partitions, acc_offset, acc_itemsize, acc_ndims,
      acc_dims) = (np.ascontiguousarray(x, dtype=np.int64) for x in (
         stream, engine, acc_ptr, acc_memory, acc_partition, acc_partitions, acc_offset, acc_itemsize, acc_ndims,
         acc_dims))
-    acc_write = np.ascontiguousarray(acc_write, dtype=np.bool_)
-    n = len(stream)
     rows = len(acc_memory)
-    if len(engine) != n or len(acc_ptr) != n + 1 or acc_ptr[0] != 0 or acc_ptr[-1] != rows:
-        raise ValueError("stream, engine and acc_ptr do not describe the same instructions and rows")
     if acc_dims.shape != (rows, MAX_DIMS, 2):
         raise ValueError(f"acc_dims has shape {acc_dims.shape}, not ({rows}, {MAX_DIMS}, 2)")
+    return synchronise_rows(stream, engine, acc_ptr, acc_offset, acc_partition, acc_partition + acc_partitions,
+                            np.arange(rows, dtype=np.int32), acc_write, acc_memory, acc_itemsize, acc_ndims, acc_dims)
+
+
+def synchronise_rows(stream: np.ndarray, engine: np.ndarray, acc_ptr: np.ndarray, row_offset: np.ndarray,
+                     row_first: np.ndarray, row_end: np.ndarray, row_shape: np.ndarray, row_write: np.ndarray,
+                     shape_memory: np.ndarray, shape_itemsize: np.ndarray, shape_ndims: np.ndarray,
+                     shape_dims: np.ndarray) -> EdgeArrays:
+    """`synchronise_arrays` with what an access shares with others stored once: row r is at byte
+    `row_offset[r]` (int64), on partitions `row_first[r]` .. `row_end[r]` - 1 (int32; 0 and 0 in HBM),
+    writes if `row_write[r]`, and has shape `row_shape[r]` (int32), an index into the shape table
+    (shape_memory, shape_itemsize, shape_ndims, shape_dims: as acc_memory .. acc_dims of
+    `synchronise_arrays`, one entry per shape). Rows that differ only in offset and partitions (the
+    iterations of an unrolled loop) share a shape, so a row costs 17 bytes here.
+
+    Besides the inputs it takes about 50 bytes per row (the search trees and the rows' order in them)
+    and 4 x (ids + 1) bytes per instruction."""
+    stream = np.ascontiguousarray(stream, dtype=np.int32)
+    engine = np.ascontiguousarray(engine, dtype=np.int32)
+    acc_ptr = np.ascontiguousarray(acc_ptr, dtype=np.int64)
+    row_offset = np.ascontiguousarray(row_offset, dtype=np.int64)
+    row_first = np.ascontiguousarray(row_first, dtype=np.int32)
+    row_end = np.ascontiguousarray(row_end, dtype=np.int32)
+    row_shape = np.ascontiguousarray(row_shape, dtype=np.int32)
+    row_write = np.ascontiguousarray(row_write, dtype=np.bool_)
+    n = len(stream)
+    rows = len(row_offset)
+    if len(engine) != n or len(acc_ptr) != n + 1 or acc_ptr[0] != 0 or acc_ptr[-1] != rows:
+        raise ValueError("stream, engine and acc_ptr do not describe the same instructions and rows")
+    if not len(row_first) == len(row_end) == len(row_shape) == len(row_write) == rows:
+        raise ValueError("the row columns differ in length")
+    shape_dims = np.ascontiguousarray(shape_dims, dtype=np.int64)
+    shapes = len(shape_memory)
+    if shape_dims.shape != (shapes, MAX_DIMS, 2):
+        raise ValueError(f"shape_dims has shape {shape_dims.shape}, not ({shapes}, {MAX_DIMS}, 2)")
     ids = int(max(stream.max(initial=-1), engine.max(initial=-1))) + 1
-    geo = _geometry(acc_memory, acc_partition, acc_partitions, acc_offset, acc_itemsize, acc_ndims, acc_dims)
-    return EdgeArrays(*_sweep(stream, engine, ids, acc_ptr, acc_write, geo, acc_dims,
-                              *_index(stream, acc_ptr, acc_write, geo, ids)))
+    table = _shapes(*(np.ascontiguousarray(x, dtype=np.int64) for x in (shape_memory, shape_itemsize, shape_ndims)),
+                    shape_dims)
+    acc = (row_offset, row_first, row_end, row_shape, table, shape_dims)
+    return EdgeArrays(*_sweep(stream, engine, ids, acc_ptr, row_write, acc, *_index(stream, acc_ptr, row_write, acc, ids)))
 
 
-# Columns of the per-row geometry table (int64, one row per access).
-G_MEM, G_PLO, G_PHI, G_LO, G_HI, G_OFF, G_SIZE, G_RUN, G_FOLD, G_RUNS, G_M0, G_M1 = range(12)
+# Columns of the shape table (int64, one row per shape): memory code, item size, the byte span
+# [LO, HI) relative to the offset (as AccessPattern.byte_span), and the byte runs as `byte_runs`
+# folds them: the innermost dimensions whose step continues the run are folded into RUN bytes, the
+# FOLD outer ones remain (a prefix of the dimensions), RUNS runs in all (saturated at 2**62).
+S_MEM, S_SIZE, S_LO, S_HI, S_RUN, S_FOLD, S_RUNS = range(7)
+# The accesses travel through the kernels as one tuple `acc` = (offset, first partition, end
+# partition, shape, shape table, shape dims): per row the first four, per shape the last two.
 # Partition masks are int64 bit patterns rather than uint64: numba turns uint64 mixed with an int64
 # into float64, and only `&` and `!= 0` are done on them.
 CLASSES = 8  # per stream, one search tree per (memory code 0..3, write)
@@ -345,53 +382,51 @@ def _mask(lo, hi, base):
 
 
 @numba.njit(cache=True)
-def _geometry(memory, partition, partitions, offset, itemsize, ndims, dims):
-    """Per row: memory, partition range [PLO, PHI), byte span [LO, HI) (as AccessPattern.byte_span),
-    offset and item size, and the byte runs as `byte_runs` folds them: the innermost dimensions
-    whose step continues the run are folded into RUN bytes, the FOLD outer ones remain (a prefix of
-    acc_dims), RUNS runs in all (saturated at 2**62). M0, M1: the partitions as a 128-bit mask (any
-    partition past 127 counts as 127; all ones in HBM, which has no partitions)."""
-    rows = memory.shape[0]
-    geo = np.empty((rows, 12), np.int64)
-    for r in range(rows):
-        size = itemsize[r]
-        nd = ndims[r]
+def _masks(acc, r):
+    """Row r's partitions as a 128-bit mask (M0, M1): any partition past 127 counts as 127; all ones
+    in HBM, which has no partitions."""
+    first_p, end_p, shape, table = acc[1], acc[2], acc[3], acc[4]
+    memory = table[shape[r], S_MEM]
+    if memory == _SBUF or memory == _PSUM:
+        first = min(np.int64(first_p[r]), 127)
+        last = min(np.int64(end_p[r]) - 1, 127)
+        return _mask(first, last, 0), _mask(first, last, 64)
+    return np.int64(-1), np.int64(-1)
+
+
+@numba.njit(cache=True)
+def _shapes(memory, itemsize, ndims, dims):
+    """The shape table (S_* columns) of the shapes given as `synchronise_arrays` gives rows."""
+    count = memory.shape[0]
+    table = np.empty((count, 7), np.int64)
+    for s in range(count):
+        size = itemsize[s]
+        nd = ndims[s]
         lo = 0
         hi = 0
         for d in range(nd):
-            reach = dims[r, d, 0] * (dims[r, d, 1] - 1)
+            reach = dims[s, d, 0] * (dims[s, d, 1] - 1)
             if reach < 0:
                 lo += reach
             else:
                 hi += reach
         run = size
         fold = nd
-        while fold > 0 and dims[r, fold - 1, 0] * size == run:
-            run *= dims[r, fold - 1, 1]
+        while fold > 0 and dims[s, fold - 1, 0] * size == run:
+            run *= dims[s, fold - 1, 1]
             fold -= 1
         runs = 1
         for d in range(fold):
-            c = dims[r, d, 1]
+            c = dims[s, d, 1]
             runs = (1 << 62) if runs > (1 << 62) // c else runs * c
-        geo[r, G_MEM] = memory[r]
-        geo[r, G_PLO] = partition[r]
-        geo[r, G_PHI] = partition[r] + partitions[r]
-        geo[r, G_LO] = offset[r] + lo * size
-        geo[r, G_HI] = offset[r] + hi * size + size
-        geo[r, G_OFF] = offset[r]
-        geo[r, G_SIZE] = size
-        geo[r, G_RUN] = run
-        geo[r, G_FOLD] = fold
-        geo[r, G_RUNS] = runs
-        if memory[r] == _SBUF or memory[r] == _PSUM:
-            first = min(partition[r], 127)
-            last = min(partition[r] + partitions[r] - 1, 127)
-            geo[r, G_M0] = _mask(first, last, 0)
-            geo[r, G_M1] = _mask(first, last, 64)
-        else:
-            geo[r, G_M0] = -1
-            geo[r, G_M1] = -1
-    return geo
+        table[s, S_MEM] = memory[s]
+        table[s, S_SIZE] = size
+        table[s, S_LO] = lo * size
+        table[s, S_HI] = hi * size + size
+        table[s, S_RUN] = run
+        table[s, S_FOLD] = fold
+        table[s, S_RUNS] = runs
+    return table
 
 
 @numba.njit(cache=True)
@@ -412,31 +447,36 @@ def _range(base, step, count, sub_lo, sub_hi, x, y):
 
 
 @numba.njit(cache=True)
-def _sub_spans(geo, dims, r, it):
+def _sub_spans(acc, r, it):
     """it[3, d], it[4, d]: span [lo, hi) of row r's sub-pattern of folded dimensions d.. (relative to
     its first byte), for d = 0..FOLD."""
-    fold = geo[r, G_FOLD]
+    table, dims = acc[4], acc[5]
+    s = acc[3][r]
+    fold = table[s, S_FOLD]
+    size = table[s, S_SIZE]
     it[3, fold] = 0
-    it[4, fold] = geo[r, G_RUN]
+    it[4, fold] = table[s, S_RUN]
     for d in range(fold - 1, -1, -1):
-        reach = dims[r, d, 0] * geo[r, G_SIZE] * (dims[r, d, 1] - 1)
+        reach = dims[s, d, 0] * size * (dims[s, d, 1] - 1)
         it[3, d] = it[3, d + 1] + min(reach, 0)
         it[4, d] = it[4, d + 1] + max(reach, 0)
 
 
 @numba.njit(cache=True)
-def _hits(geo, dims, r, x, y, it):
+def _hits(acc, r, x, y, it):
     """Does a byte run of row r meet [x, y)? `it` holds r's sub-spans (_sub_spans); rows 0..2 are the
     search's odometer (index, last index, base byte per level). Only sub-patterns whose span meets
     [x, y) are entered, and at the innermost level that test is exact."""
-    fold = geo[r, G_FOLD]
-    off = geo[r, G_OFF]
+    table, dims = acc[4], acc[5]
+    s = acc[3][r]
+    fold = table[s, S_FOLD]
+    off = acc[0][r]
     if fold == 0:
-        return off < y and off + geo[r, G_RUN] > x
-    size = geo[r, G_SIZE]
+        return off < y and off + table[s, S_RUN] > x
+    size = table[s, S_SIZE]
     d = 0
     it[2, 0] = off
-    it[0, 0], it[1, 0] = _range(off, dims[r, 0, 0] * size, dims[r, 0, 1], it[3, 1], it[4, 1], x, y)
+    it[0, 0], it[1, 0] = _range(off, dims[s, 0, 0] * size, dims[s, 0, 1], it[3, 1], it[4, 1], x, y)
     while True:
         if it[0, d] > it[1, d]:
             if d == 0:
@@ -446,30 +486,33 @@ def _hits(geo, dims, r, x, y, it):
             continue
         if d == fold - 1:
             return True
-        base = it[2, d] + it[0, d] * dims[r, d, 0] * size
+        base = it[2, d] + it[0, d] * dims[s, d, 0] * size
         d += 1
         it[2, d] = base
-        it[0, d], it[1, d] = _range(base, dims[r, d, 0] * size, dims[r, d, 1], it[3, d + 1], it[4, d + 1], x, y)
+        it[0, d], it[1, d] = _range(base, dims[s, d, 0] * size, dims[s, d, 1], it[3, d + 1], it[4, d + 1], x, y)
 
 
 @numba.njit(cache=True)
-def _runs_meet(geo, dims, a, b, scratch):
+def _runs_meet(acc, a, b, scratch):
     """Does a byte run of row a meet one of row b? a's runs are walked, each sub-pattern of a entered
     only if its span meets b's span and a run of b (_hits), so neither side is materialised."""
+    table, dims = acc[4], acc[5]
     ia = scratch[0]
     ib = scratch[1]
-    _sub_spans(geo, dims, b, ib)
-    off = geo[a, G_OFF]
-    fold = geo[a, G_FOLD]
+    _sub_spans(acc, b, ib)
+    sa = acc[3][a]
+    sb = acc[3][b]
+    off = acc[0][a]
+    fold = table[sa, S_FOLD]
     if fold == 0:
-        return _hits(geo, dims, b, off, off + geo[a, G_RUN], ib)
-    _sub_spans(geo, dims, a, ia)
-    blo = geo[b, G_LO]
-    bhi = geo[b, G_HI]
-    size = geo[a, G_SIZE]
+        return _hits(acc, b, off, off + table[sa, S_RUN], ib)
+    _sub_spans(acc, a, ia)
+    blo = acc[0][b] + table[sb, S_LO]
+    bhi = acc[0][b] + table[sb, S_HI]
+    size = table[sa, S_SIZE]
     d = 0
     ia[2, 0] = off
-    ia[0, 0], ia[1, 0] = _range(off, dims[a, 0, 0] * size, dims[a, 0, 1], ia[3, 1], ia[4, 1], blo, bhi)
+    ia[0, 0], ia[1, 0] = _range(off, dims[sa, 0, 0] * size, dims[sa, 0, 1], ia[3, 1], ia[4, 1], blo, bhi)
     while True:
         if ia[0, d] > ia[1, d]:
             if d == 0:
@@ -477,33 +520,36 @@ def _runs_meet(geo, dims, a, b, scratch):
             d -= 1
             ia[0, d] += 1
             continue
-        base = ia[2, d] + ia[0, d] * dims[a, d, 0] * size
-        if not _hits(geo, dims, b, base + ia[3, d + 1], base + ia[4, d + 1], ib):
+        base = ia[2, d] + ia[0, d] * dims[sa, d, 0] * size
+        if not _hits(acc, b, base + ia[3, d + 1], base + ia[4, d + 1], ib):
             ia[0, d] += 1
         elif d == fold - 1:
             return True
         else:
             d += 1
             ia[2, d] = base
-            ia[0, d], ia[1, d] = _range(base, dims[a, d, 0] * size, dims[a, d, 1], ia[3, d + 1], ia[4, d + 1],
+            ia[0, d], ia[1, d] = _range(base, dims[sa, d, 0] * size, dims[sa, d, 1], ia[3, d + 1], ia[4, d + 1],
                                         blo, bhi)
 
 
 @numba.njit(cache=True)
-def _overlap(geo, dims, a, b, scratch):
+def _overlap(acc, a, b, scratch):
     """`overlap` of rows a and b: same memory, a common partition on chip, and a common byte."""
-    if geo[a, G_MEM] != geo[b, G_MEM]:
+    off, first, end, shape, table = acc[0], acc[1], acc[2], acc[3], acc[4]
+    sa = shape[a]
+    sb = shape[b]
+    if table[sa, S_MEM] != table[sb, S_MEM]:
         return False
-    on_chip = geo[a, G_MEM] == _SBUF or geo[a, G_MEM] == _PSUM
-    if on_chip and (geo[a, G_PLO] >= geo[b, G_PHI] or geo[b, G_PLO] >= geo[a, G_PHI]):
+    on_chip = table[sa, S_MEM] == _SBUF or table[sa, S_MEM] == _PSUM
+    if on_chip and (first[a] >= end[b] or first[b] >= end[a]):
         return False
-    if geo[a, G_LO] >= geo[b, G_HI] or geo[b, G_LO] >= geo[a, G_HI]:
+    if off[a] + table[sa, S_LO] >= off[b] + table[sb, S_HI] or off[b] + table[sb, S_LO] >= off[a] + table[sa, S_HI]:
         return False
-    if geo[a, G_FOLD] == 0 and geo[b, G_FOLD] == 0:
+    if table[sa, S_FOLD] == 0 and table[sb, S_FOLD] == 0:
         return True  # one run each: the spans are the runs
-    if geo[a, G_RUNS] > geo[b, G_RUNS]:  # walk the side with fewer runs
+    if table[sa, S_RUNS] > table[sb, S_RUNS]:  # walk the side with fewer runs
         a, b = b, a
-    return _runs_meet(geo, dims, a, b, scratch)
+    return _runs_meet(acc, a, b, scratch)
 
 
 @numba.njit(cache=True)
@@ -542,7 +588,7 @@ def _join(buf, m, limit):
 
 
 @numba.njit(cache=True)
-def _index(stream, acc_ptr, write, geo, ids):
+def _index(stream, acc_ptr, write, acc, ids):
     """The search structure. Rows are grouped by key (stream, memory, write) into sequences in
     program order (seq_row; seq_pos is the 1-based position of the row's instruction in its stream).
     Over each sequence a static binary tree: its leaves are blocks of BLOCK rows, and each node
@@ -550,32 +596,32 @@ def _index(stream, acc_ptr, write, geo, ids):
     range's union, the closest ones joined when there are more) and a partition mask (tree_info[node]
     = count, M0, M1). Key k's nodes are tree_start[k] + v for v = 1 (the root) .. 2 tree_leaves[k] - 1;
     node v's children are 2v and 2v+1; block b is node tree_leaves[k] + b; blocks past the sequence's
-    end are empty (count 0)."""
+    end are empty (count 0). Positions and row numbers are int32 (n < 2**31 instructions)."""
+    off, shape, table = acc[0], acc[3], acc[4]
     n = stream.shape[0]
-    rows = geo.shape[0]
-    pos = np.empty(n, np.int64)
-    length = np.zeros(ids, np.int64)
-    row_instr = np.empty(rows, np.int64)
+    rows = off.shape[0]
+    pos = np.empty(n, np.int32)
+    length = np.zeros(ids, np.int32)
+    row_instr = np.empty(rows, np.int32)
     for i in range(n):
         length[stream[i]] += 1
         pos[i] = length[stream[i]]
         for r in range(acc_ptr[i], acc_ptr[i + 1]):
             row_instr[r] = i
     keys = ids * CLASSES
-    key = np.empty(rows, np.int64)
     key_start = np.zeros(keys + 1, np.int64)
     for r in range(rows):
-        key[r] = stream[row_instr[r]] * CLASSES + geo[r, G_MEM] * 2 + write[r]
-        key_start[key[r] + 1] += 1
+        key_start[stream[row_instr[r]] * CLASSES + table[shape[r], S_MEM] * 2 + write[r] + 1] += 1
     for k in range(keys):
         key_start[k + 1] += key_start[k]
     fill = key_start[:-1].copy()
-    seq_row = np.empty(rows, np.int64)
-    seq_pos = np.empty(rows, np.int64)
+    seq_row = np.empty(rows, np.int32)
+    seq_pos = np.empty(rows, np.int32)
     for r in range(rows):
-        seq_row[fill[key[r]]] = r
-        seq_pos[fill[key[r]]] = pos[row_instr[r]]
-        fill[key[r]] += 1
+        k = stream[row_instr[r]] * CLASSES + table[shape[r], S_MEM] * 2 + write[r]
+        seq_row[fill[k]] = r
+        seq_pos[fill[k]] = pos[row_instr[r]]
+        fill[k] += 1
     tree_start = np.zeros(keys + 1, np.int64)
     tree_leaves = np.empty(keys, np.int64)
     for k in range(keys):
@@ -598,11 +644,12 @@ def _index(stream, acc_ptr, write, geo, ids):
             m = 0
             for t in range(b * BLOCK, min((b + 1) * BLOCK, count)):
                 r = seq_row[first + t]
-                buf[m, 0] = geo[r, G_LO]
-                buf[m, 1] = geo[r, G_HI]
+                buf[m, 0] = off[r] + table[shape[r], S_LO]
+                buf[m, 1] = off[r] + table[shape[r], S_HI]
                 m += 1
-                tree_info[v, 1] |= geo[r, G_M0]
-                tree_info[v, 2] |= geo[r, G_M1]
+                m0, m1 = _masks(acc, r)
+                tree_info[v, 1] |= m0
+                tree_info[v, 2] |= m1
             tree_info[v, 0] = _join(buf, m, SPANS)
             tree_span[v, :tree_info[v, 0]] = buf[:tree_info[v, 0]]
         for v in range(p - 1, 0, -1):
@@ -616,16 +663,15 @@ def _index(stream, acc_ptr, write, geo, ids):
                 tree_info[t0 + v, 2] |= tree_info[c, 2]
             tree_info[t0 + v, 0] = _join(buf, m, SPANS)
             tree_span[t0 + v, :tree_info[t0 + v, 0]] = buf[:tree_info[t0 + v, 0]]
-    return pos, row_instr, key, key_start, seq_row, seq_pos, tree_start, tree_leaves, tree_span, tree_info
+    return pos, row_instr, key_start, seq_row, seq_pos, tree_start, tree_leaves, tree_span, tree_info
 
 
-@numba.njit(cache=True)
-def _meets_node(tree_span, tree_info, v, geo, q):
-    """May row q meet a row below node v: a common partition and a byte range that meets q's span?"""
-    if ((tree_info[v, 1] & geo[q, G_M0]) | (tree_info[v, 2] & geo[q, G_M1])) == 0:
+@numba.njit(cache=True, inline="always")
+def _meets_node(tree_span, tree_info, v, lo, hi, m0, m1):
+    """May a row spanning [lo, hi) on the partitions of mask (m0, m1) meet a row below node v: a
+    common partition and a byte range that meets the span?"""
+    if ((tree_info[v, 1] & m0) | (tree_info[v, 2] & m1)) == 0:
         return False
-    lo = geo[q, G_LO]
-    hi = geo[q, G_HI]
     for a in range(tree_info[v, 0]):
         if tree_span[v, a, 0] >= hi:
             return False
@@ -635,11 +681,12 @@ def _meets_node(tree_span, tree_info, v, geo, q):
 
 
 @numba.njit(cache=True)
-def _latest(geo, dims, q, k, bound, filled, key_start, seq_row, seq_pos, tree_start, tree_leaves, tree_span,
-            tree_info, stack, scratch):
+def _latest(acc, q, qlo, qhi, m0, m1, k, bound, filled, key_start, seq_row, seq_pos, tree_start, tree_leaves,
+            tree_span, tree_info, stack, scratch):
     """The last of the first `filled` rows of key k's sequence whose instruction's position is past
-    `bound` and which overlaps row q exactly: its index in seq_row, or -1. The caller has checked that
-    the last of those rows is past `bound`.
+    `bound` and which overlaps row q (spanning [qlo, qhi) on the partitions of mask (m0, m1)) exactly:
+    its index in seq_row, or -1. The caller has checked that the last of those rows is past `bound`
+    and that the tree's root may meet q.
 
     Hazards are mostly recent, so the search starts at the last block and moves left a subtree at a
     time (climbing to the nearest ancestor that is a right child and going to its left sibling),
@@ -647,8 +694,6 @@ def _latest(geo, dims, q, k, bound, filled, key_start, seq_row, seq_pos, tree_st
     to first. Finding a hazard d blocks back takes O(log d) nodes when the bounds are tight."""
     first = key_start[k]
     t0 = tree_start[k]
-    if not _meets_node(tree_span, tree_info, t0 + 1, geo, q):
-        return -1
     # lo: the first row past `bound`, by galloping back from the last, then bisection
     a = filled - 1
     step = 1
@@ -674,12 +719,12 @@ def _latest(geo, dims, q, k, bound, filled, key_start, seq_row, seq_pos, tree_st
             top -= 1
             u = stack[top, 0]
             w = stack[top, 1]
-            if (u + 1) * w - p <= block_lo or not _meets_node(tree_span, tree_info, t0 + u, geo, q):
+            if (u + 1) * w - p <= block_lo or not _meets_node(tree_span, tree_info, t0 + u, qlo, qhi, m0, m1):
                 continue
             if w == 1:
                 b = u - p
                 for t in range(min(filled, (b + 1) * BLOCK) - 1, max(lo, b * BLOCK) - 1, -1):
-                    if _overlap(geo, dims, seq_row[first + t], q, scratch):
+                    if _overlap(acc, seq_row[first + t], q, scratch):
                         return first + t
                 continue
             stack[top, 0] = 2 * u
@@ -698,7 +743,7 @@ def _latest(geo, dims, q, k, bound, filled, key_start, seq_row, seq_pos, tree_st
 
 
 @numba.njit(cache=True)
-def _first_hazard(geo, dims, write, acc_ptr, j, i, scratch):
+def _first_hazard(acc, write, acc_ptr, j, i, scratch):
     """`hazard` of instructions j (earlier) and i: (kind, j's row, i's row), the first RAW, else WAR,
     else WAW pair in row order (kind -1 if none, which cannot be for a producer `_latest` found)."""
     for kind in range(3):
@@ -708,18 +753,19 @@ def _first_hazard(geo, dims, write, acc_ptr, j, i, scratch):
             if write[e] != ew:
                 continue
             for lt in range(acc_ptr[i], acc_ptr[i + 1]):
-                if write[lt] == lw and _overlap(geo, dims, e, lt, scratch):
+                if write[lt] == lw and _overlap(acc, e, lt, scratch):
                     return kind, e, lt
     return -1, -1, -1
 
 
 @numba.njit(cache=True)
-def _sweep(stream, engine, ids, acc_ptr, write, geo, dims, pos, row_instr, key, key_start, seq_row, seq_pos,
+def _sweep(stream, engine, ids, acc_ptr, write, acc, pos, row_instr, key_start, seq_row, seq_pos,
            tree_start, tree_leaves, tree_span, tree_info):
     """The vector-clock pass of `synchronise` (see the module docstring), with each stream's latest
     hazard past what the instruction knows found by `_latest` instead of a walk back through the
     stream. Returns the edges' (producer, consumer, kind, producer row, consumer row)."""
     n = stream.shape[0]
+    table, shape = acc[4], acc[3]
     clock_now = np.zeros((ids, ids), np.int64)  # what the next instruction of each stream will know
     # what anyone who waits for instruction i's completion knows (int32: positions are < n < 2**31, and
     # this is the pass's one n x ids table)
@@ -733,28 +779,48 @@ def _sweep(stream, engine, ids, acc_ptr, write, geo, dims, pos, row_instr, key, 
     cap = 1024
     out = np.empty((cap, 5), np.int64)
     edges = 0
+    most = 0
+    for i in range(n):
+        most = max(most, acc_ptr[i + 1] - acc_ptr[i])
+    # the current instruction's rows: span, partition mask, memory (found once, tested per stream)
+    q_lo = np.empty(most, np.int64)
+    q_hi = np.empty(most, np.int64)
+    q_m0 = np.empty(most, np.int64)
+    q_m1 = np.empty(most, np.int64)
+    q_mem = np.empty(most, np.int64)
+    off = acc[0]
     for i in range(n):
         own = stream[i]
         eng = engine[i]
         for s in range(ids):
             gained[s] = clock_now[eng, s]  # the issuing engine learns only what it waits for
             known[s] = max(gained[s], clock_now[own, s]) if own != eng else gained[s]
+        r0 = acc_ptr[i]
+        for r in range(r0, acc_ptr[i + 1]):
+            q_mem[r - r0] = table[shape[r], S_MEM]
+            q_lo[r - r0] = off[r] + table[shape[r], S_LO]
+            q_hi[r - r0] = off[r] + table[shape[r], S_HI]
+            q_m0[r - r0], q_m1[r - r0] = _masks(acc, r)
         nfound = 0
         for s in range(ids):
             if s == own:
                 continue
             bound = known[s]
             best = -1
-            for r in range(acc_ptr[i], acc_ptr[i + 1]):
+            for r in range(r0, acc_ptr[i + 1]):
+                x = r - r0
                 # a read meets the other stream's writes, a write its reads and writes
                 for w in range(0 if write[r] else 1, 2):
-                    k = s * CLASSES + geo[r, G_MEM] * 2 + w
-                    # most keys have nothing past `bound`: a call costs as much as this test
-                    # (calling first measured 2x slower on the pipeline of tools/bench_sync.py)
+                    k = s * CLASSES + q_mem[x] * 2 + w
+                    # most keys have nothing past `bound` or nothing that may meet the row: a call
+                    # costs more than these tests (calling first measured 2x slower on the pipeline of
+                    # tools/bench_sync.py)
                     if filled[k] == 0 or seq_pos[key_start[k] + filled[k] - 1] <= bound:
                         continue
-                    t = _latest(geo, dims, r, k, bound, filled[k], key_start, seq_row, seq_pos, tree_start,
-                                tree_leaves, tree_span, tree_info, stack, scratch)
+                    if not _meets_node(tree_span, tree_info, tree_start[k] + 1, q_lo[x], q_hi[x], q_m0[x], q_m1[x]):
+                        continue
+                    t = _latest(acc, r, q_lo[x], q_hi[x], q_m0[x], q_m1[x], k, bound, filled[k], key_start, seq_row,
+                                seq_pos, tree_start, tree_leaves, tree_span, tree_info, stack, scratch)
                     if t >= 0:  # later rows need only look past it
                         bound = seq_pos[t]
                         best = row_instr[seq_row[t]]
@@ -776,7 +842,7 @@ def _sweep(stream, engine, ids, acc_ptr, write, geo, dims, pos, row_instr, key, 
             for s in range(ids):
                 known[s] = max(known[s], clock_after[j, s])
                 gained[s] = max(gained[s], clock_after[j, s])
-            kind, e, lt = _first_hazard(geo, dims, write, acc_ptr, j, i, scratch)
+            kind, e, lt = _first_hazard(acc, write, acc_ptr, j, i, scratch)
             if edges == cap:
                 cap *= 2
                 grown = np.empty((cap, 5), np.int64)
@@ -795,6 +861,6 @@ def _sweep(stream, engine, ids, acc_ptr, write, geo, dims, pos, row_instr, key, 
             clock_now[own, s] = known[s]
             clock_after[i, s] = known[s]
         for r in range(acc_ptr[i], acc_ptr[i + 1]):
-            filled[key[r]] += 1
+            filled[own * CLASSES + table[shape[r], S_MEM] * 2 + write[r]] += 1
     out = out[:edges]
     return (out[:, 0].copy(), out[:, 1].copy(), out[:, 2].copy(), out[:, 3].copy(), out[:, 4].copy())

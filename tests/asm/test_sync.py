@@ -644,3 +644,38 @@ def test_the_core_gives_the_walks_edges_on_assembled_programs(src):
 def test_the_core_takes_a_program_without_instructions_or_accesses():
     assert core_edges([], [], []) == []
     assert core_edges(["vector", "scalar"], ["vector", "scalar"], [[], []]) == []
+
+
+def test_the_assembler_stores_a_shape_once_and_finds_the_same_waits():
+    """The assembler's access table (`build.access_rows`) keeps per row only its offset, partitions,
+    write flag and a shape index: the rows of a loop share their shapes (counts that vary with the
+    iteration give one shape per distinct value), and the waits are those found with a row each."""
+    from ncsim.asm import build
+    from ncsim.asm.sync import KINDS
+
+    src = """
+.sbuf a f32[128, 64]
+.sbuf b f32[128, 64]
+.for i in 0..200
+  tensor_copy a[:, i % 64 : i % 64 + 1], b[:, 0:1]
+  tensor_copy b[:, 0 : i % 8 + 1], a[:, 0 : i % 8 + 1], engine=scalar
+  tensor_copy a[32 * (i % 2) : 32 * (i % 2) + 32, 2 * (i % 3) : 2 * (i % 3) + 2], b[0:32, 4:6]
+.end
+"""
+    asm = Assembler()
+    asm.assemble_lines(src, "loops.s")
+    program = asm.program
+    instrs = program.instructions  # as parsed, one per iteration, before synchronisation
+    gathered = build.Gathered(program.chunks, program.count)
+    rows = build.access_rows(gathered)
+    assert len(rows.offset) == 1200
+    assert len(rows.shape_memory) == 8  # [(1, c)] for c = 1..8, f32 in SBUF
+    per_row = sum(x.nbytes for x in (rows.offset, rows.first, rows.end, rows.write, rows.shape)) / len(rows.offset)
+    assert per_row <= 21
+    synced = build.synchronise(gathered, 32, set())
+    expected = synchronise(instrs, 32).edges
+    assert len(expected) > 100
+    assert [(int(p), int(c), KINDS[k], synced.operand_names[pa], synced.operand_names[ca])
+            for p, c, k, pa, ca in zip(synced.producer, synced.consumer, synced.kind, synced.producer_operand,
+                                       synced.consumer_operand)] == \
+        [(e.producer, e.consumer, e.kind, e.producer_operand, e.consumer_operand) for e in expected]
