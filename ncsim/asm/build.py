@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +33,7 @@ from ncsim.asm.fields import SemOp
 from ncsim.asm.instruction import Instruction, encode, encode_lanes, layout, pick
 from ncsim.asm.lanes import Lanes
 from ncsim.errors import AsmError
-from ncsim.memory.access import AccessPattern, Memory
+from ncsim.memory.access import AccessPattern, Immediate, Memory
 
 ENGINES = isa.ENGINES
 MAX_DIMS = 5
@@ -279,11 +280,11 @@ class Encoded:
 
     words: np.ndarray
     word_first: np.ndarray
-    pos: np.ndarray
+    pos: np.ndarray  # int64
     first: np.ndarray
-    file: np.ndarray
-    line: np.ndarray
-    col: np.ndarray
+    file: np.ndarray  # int32
+    line: np.ndarray  # uint32, as the object's line table holds them
+    col: np.ndarray  # uint32
     origin: np.ndarray
 
     def stream_bytes(self, e: int) -> bytes:
@@ -293,6 +294,28 @@ class Encoded:
 _SEM_WAIT = isa.BY_MNEMONIC["sem_wait"]
 
 
+BATCH = 8192  # lanes encoded at a time: bounds the encoding's temporaries, whatever a chunk's size
+
+
+def take(value: Any, idx: np.ndarray) -> Any:
+    """`value` (an operand, or a whole Instruction) restricted to the lanes `idx` (as `pick` is to one)."""
+    if isinstance(value, Lanes):
+        return Lanes(value.v[idx])
+    if isinstance(value, AccessPattern):
+        return AccessPattern(value.memory, value.dtype, take(value.partition, idx), take(value.partitions, idx),
+                             take(value.offset, idx), take(value.dims, idx))
+    if isinstance(value, Immediate):
+        return Immediate(take(value.value, idx), value.dtype)
+    if isinstance(value, SemOp):
+        return SemOp(value.sem, value.op, take(value.value, idx))
+    if isinstance(value, tuple):
+        return tuple(take(v, idx) for v in value)
+    if isinstance(value, Instruction):
+        return Instruction(value.spec, value.engine, {k: take(v, idx) for k, v in value.operands.items()},
+                           take(value.waits, idx), take(value.signals, idx), value.loc, value.given)
+    return value
+
+
 def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
     n = gathered.n
     chunks = gathered.chunks
@@ -300,91 +323,101 @@ def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
     sem_by_stream = np.zeros(max(len(names), 1), np.uint64)
     for s, sem in synced.sem_of.items():
         sem_by_stream[s] = sem
-    aw = np.bincount(synced.consumer, minlength=n).astype(np.int64)  # automatic waits per instruction
-    signs = np.zeros(n, np.int64)
-    signs[np.unique(synced.producer)] = 1
-    own_w = np.array([len(c.instr.waits) for c in chunks], np.int64)[gathered.chunk] if n else np.zeros(0, np.int64)
-    own_s = np.array([len(c.instr.signals) for c in chunks], np.int64)[gathered.chunk] if n else np.zeros(0, np.int64)
-    fixed = np.array([layout(c.instr.spec.opcode)[1] // 8 for c in chunks], np.int64)[gathered.chunk] \
-        if n else np.zeros(0, np.int64)
-    limit = isa.WAITS.max_len
-    special = (own_w + aw > limit) | (own_s + signs > isa.SIGNALS.max_len)
+    aw = np.bincount(synced.consumer, minlength=n).astype(np.int32)  # automatic waits per instruction
+    signs = np.zeros(n, np.int32)
+    signs[synced.producer] = 1
+    per_chunk = np.array([(len(c.instr.waits), len(c.instr.signals), layout(c.instr.spec.opcode)[1] // 8)
+                          for c in chunks], np.int32).reshape(-1, 3)
+    own_w = per_chunk[gathered.chunk, 0]
+    own_s = per_chunk[gathered.chunk, 1]
+    fixed = per_chunk[gathered.chunk, 2]
+    special = (own_w + aw > isa.WAITS.max_len) | (own_s + signs > isa.SIGNALS.max_len)
     size = fixed + own_w + aw + own_s + signs  # words
     blobs: dict[int, list[bytes]] = {}  # g -> its encoding, after the sem_waits made for its extra waits
     for g in np.flatnonzero(special).tolist():
         blobs[g] = _one_by_one(gathered, synced, stream, g)
         size[g] = sum(len(b) for b in blobs[g]) // 8
-    made = np.ones(n, np.int64)  # instructions each program-order instruction becomes
-    for g, parts in blobs.items():
-        made[g] = len(parts)
 
     # Layout: streams in ENGINES order, program order within each.
     engine = gathered.engine
-    korder = np.lexsort((np.arange(n), engine)) if n else np.zeros(0, np.int64)  # g of each slot
-    word_start = np.zeros(n, np.int64)
-    sizes_sorted = size[korder]
-    starts_sorted = np.cumsum(sizes_sorted) - sizes_sorted
+    korder = np.argsort(engine, kind="stable")  # g of each slot
+    word_start = np.empty(n, np.int64)
+    starts_sorted = np.cumsum(size[korder], dtype=np.int64)
+    total_words = int(starts_sorted[-1]) if n else 0
+    starts_sorted -= size[korder]
     word_start[korder] = starts_sorted
-    total_words = int(sizes_sorted.sum())
+    del starts_sorted
     words = np.zeros(total_words, np.uint64)
     word_first = np.zeros(len(ENGINES) + 1, np.int64)
-    counts = np.bincount(engine, weights=size, minlength=len(ENGINES)).astype(np.int64) if n else \
-        np.zeros(len(ENGINES), np.int64)
-    np.cumsum(counts, out=word_first[1:])
+    np.cumsum(np.bincount(engine, weights=size, minlength=len(ENGINES)).astype(np.int64), out=word_first[1:])
 
-    # Edges grouped by consumer, in the order they were found: the j-th wait of each consumer.
+    for c in chunks:
+        keep = np.flatnonzero(~special[c.positions])
+        fw = layout(c.instr.spec.opcode)[1] // 8
+        w, s = len(c.instr.waits), len(c.instr.signals)
+        head = fw + w
+        for lo in range(0, len(keep), BATCH):
+            lanes_idx = keep[lo:lo + BATCH]
+            gs = c.positions[lanes_idx]
+            part = c.instr if len(lanes_idx) == c.n else take(c.instr, lanes_idx)
+            enc = encode_lanes(part, len(lanes_idx)).view("<u8")
+            st = word_start[gs]
+            words[st[:, None] + np.arange(head)] = enc[:, :head]
+            if s:
+                words[(st + head + aw[gs])[:, None] + np.arange(s)] = enc[:, head:head + s]
+            header = enc[:, 0] & np.uint64(0xFFFF)
+            header |= (w + aw[gs]).astype(np.uint64) << np.uint64(16)
+            header |= (s + signs[gs]).astype(np.uint64) << np.uint64(24)
+            header |= (size[gs] * 8).astype(np.uint64) << np.uint64(32)
+            words[st] = header
+            del enc
+    # Automatic waits, after the instruction's own (the j-th wait of each consumer in the order the
+    # edges were found); its signal after its own signals.
     eorder = np.argsort(synced.consumer, kind="stable")
     cons_sorted = synced.consumer[eorder]
     nth = np.arange(len(eorder)) - np.searchsorted(cons_sorted, cons_sorted, side="left")
-    wait_word = (sem_by_stream[stream[synced.producer]]
-                 | (synced.rank[synced.producer].astype(np.uint64) << np.uint64(32)))
-
-    for ci, c in enumerate(chunks):
-        gs = c.positions
-        keep = ~special[gs]
-        if not keep.any():
-            continue
-        lanes_idx = np.flatnonzero(keep)
-        gs = gs[keep]
-        enc = encode_lanes(c.instr, c.n)[lanes_idx].view("<u8").astype(np.uint64)
-        fw = int(fixed[gs[0]])
-        w, s = len(c.instr.waits), len(c.instr.signals)
-        st = word_start[gs]
-        head = fw + w
-        words[st[:, None] + np.arange(head)] = enc[:, :head]
-        if s:
-            words[(st + head + aw[gs])[:, None] + np.arange(s)] = enc[:, head:head + s]
-        nw = w + aw[gs]
-        ns = s + signs[gs]
-        header = enc[:, 0] & np.uint64(0xFFFF)
-        header |= nw.astype(np.uint64) << np.uint64(16)
-        header |= ns.astype(np.uint64) << np.uint64(24)
-        header |= (size[gs] * 8).astype(np.uint64) << np.uint64(32)
-        words[st] = header
-    # Automatic waits, after the instruction's own; its signal after its own signals.
+    prod_sorted = synced.producer[eorder]
+    del eorder
     normal = ~special[cons_sorted]
     cs = cons_sorted[normal]
-    words[word_start[cs] + fixed[cs] + own_w[cs] + nth[normal]] = wait_word[eorder][normal]
+    ps = prod_sorted[normal]
+    del cons_sorted, prod_sorted
+    words[word_start[cs] + fixed[cs] + own_w[cs] + nth[normal]] = \
+        sem_by_stream[stream[ps]] | (synced.rank[ps].astype(np.uint64) << np.uint64(32))
+    del cs, ps, nth, normal
     sig = np.flatnonzero((signs == 1) & ~special)
     if len(sig):
         sig_word = sem_by_stream[stream[sig]] | (np.uint64(1) << np.uint64(32))
         words[word_start[sig] + fixed[sig] + own_w[sig] + aw[sig] + own_s[sig]] = sig_word
+    del sig, aw, signs, own_w, own_s, fixed
     for g, parts in blobs.items():
         raw = np.frombuffer(b"".join(parts), "<u8")
         words[word_start[g]:word_start[g] + len(raw)] = raw
 
     # Per instruction k: its place, source and origin (inserted sem_waits repeat their instruction's).
-    gk = np.repeat(korder, made[korder])
+    if blobs:
+        made = np.ones(n, np.int64)  # instructions each program-order instruction becomes
+        for g, parts in blobs.items():
+            made[g] = len(parts)
+        gk = np.repeat(korder, made[korder])
+        pos = np.repeat(word_start[korder], made[korder])
+        for g, parts in blobs.items():
+            pos[np.flatnonzero(gk == g)] = word_start[g] + np.cumsum([0] + [len(p) // 8 for p in parts[:-1]])
+    else:
+        gk = korder
+        pos = word_start[korder]
+    del word_start, korder
     k_count = len(gk)
-    pos = np.repeat(word_start[korder], made[korder])
-    for g, parts in blobs.items():
-        pos[np.flatnonzero(gk == g)] = word_start[g] + np.cumsum([0] + [len(p) // 8 for p in parts[:-1]])
     where = np.array([c.where for c in chunks], np.int64).reshape(-1, 3)
-    src = where[gathered.chunk[gk]] if k_count else np.zeros((0, 3), np.int64)
+    ck = gathered.chunk[gk]
+    file = where[:, 0].astype(np.int32)[ck]
+    line = where[:, 1].astype(np.uint32)[ck]
+    col = where[:, 2].astype(np.uint32)[ck]
+    del ck
     first = np.zeros(len(ENGINES) + 1, np.int64)
     np.cumsum(np.bincount(engine[gk], minlength=len(ENGINES)) if k_count else np.zeros(len(ENGINES), np.int64),
               out=first[1:])
-    return Encoded(words, word_first, pos, first, src[:, 0].copy(), src[:, 1].copy(), src[:, 2].copy(), gk)
+    return Encoded(words, word_first, pos, first, file, line, col, gk)
 
 
 def _one_by_one(gathered: Gathered, synced: Synced, stream: np.ndarray, g: int) -> list[bytes]:
