@@ -62,7 +62,7 @@ import numpy as np
 from ncsim import dtypes, isa
 from ncsim.asm.fields import SIGNAL_OPS, WAIT_OPS, SemOp, const_from_bits
 from ncsim.asm.instruction import Instruction, decode_one, encode, layout
-from ncsim.asm.objfile import LineEntry, ObjectFile, TensorEntry
+from ncsim.asm.objfile import LineEntry, LineTable, ObjectFile, TensorEntry
 from ncsim.errors import ObjectFileError, SourceLoc
 from ncsim.memory.access import AccessPattern, Immediate
 
@@ -149,7 +149,9 @@ class Program:
             if len(entries) != count:
                 raise ObjectFileError(f"the line table of .text.{engine} has {len(entries)} entries for"
                                       f" {count} instructions", file=name)
-            if count:
+            if count and isinstance(entries, LineTable):
+                src[first[e]:first[e + 1]] = np.stack((entries.file, entries.line, entries.col), axis=1)
+            elif count:
                 table = np.fromiter(itertools.chain.from_iterable(entries), np.int64, 4 * count).reshape(count, 4)
                 if not np.array_equal(table[:, 0], np.arange(count)):
                     raise ObjectFileError(f"the line table of .text.{engine} does not number its entries"
@@ -404,8 +406,7 @@ class Program:
                        for i, e in enumerate(ENGINES)}
         for i, e in enumerate(ENGINES):
             lo, hi = int(self.first[i]), int(self.first[i + 1])
-            obj.lines[e] = list(map(LineEntry._make, zip(range(hi - lo), self.src_file[lo:hi].tolist(),
-                                                         self.src_line[lo:hi].tolist(), self.src_col[lo:hi].tolist())))
+            obj.lines[e] = LineTable(self.src_file[lo:hi], self.src_line[lo:hi], self.src_col[lo:hi])
         return obj
 
 

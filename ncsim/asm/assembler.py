@@ -52,7 +52,7 @@ from ncsim.asm.expr import parse_int, parse_number
 from ncsim.asm.fields import SEM_NAME, ParseEnv, suggest
 from ncsim.asm.instruction import Instruction, decode_one, parse_instruction
 from ncsim.asm.lexer import Cursor, Line, Token, string_value
-from ncsim.asm.objfile import LineEntry, ObjectFile, TensorEntry
+from ncsim.asm.objfile import LineTable, ObjectFile, TensorEntry
 from ncsim.asm.rules import check_instruction, check_tensor
 from ncsim.asm.slices import tensor_view
 from ncsim.asm.sync import used_semaphores
@@ -184,8 +184,7 @@ class Program:
             p.files = obj.files
         for i, e in enumerate(objfile.ENGINES):
             lo, hi = int(enc.first[i]), int(enc.first[i + 1])
-            obj.lines[e] = list(map(LineEntry._make, zip(range(hi - lo), enc.file[lo:hi].tolist(),
-                                                         enc.line[lo:hi].tolist(), enc.col[lo:hi].tolist())))
+            obj.lines[e] = LineTable(enc.file[lo:hi], enc.line[lo:hi], enc.col[lo:hi])
         return obj
 
 

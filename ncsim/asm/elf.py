@@ -74,14 +74,14 @@ from __future__ import annotations
 import io
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 from elftools.elf.elffile import ELFFile
 
-from ncsim.asm.objfile import ENGINES, TENSOR_KINDS, LineEntry, ObjectFile, TensorEntry
+from ncsim.asm.objfile import ENGINES, TENSOR_KINDS, LineEntry, LineTable, ObjectFile, TensorEntry
 from ncsim.dtypes import by_code
 from ncsim.errors import ObjectFileError
 from ncsim.memory.access import Memory
@@ -171,14 +171,19 @@ _LINE_RECORD = np.dtype([("engine", "u1"), ("reserved", "V3"), ("index", "<u4"),
                          ("col", "<u4")])
 
 
-def _line_records(code: int, entries: list[LineEntry], nfiles: int) -> bytes | None:
+def _line_records(code: int, entries: Sequence[LineEntry], nfiles: int) -> bytes | None:
     """The .ncsim.lines records of one stream, packed by numpy; None when an entry breaks a rule (the
     caller's loop, one entry at a time, then says which and how)."""
-    try:
-        table = np.array(entries, np.int64).reshape(-1, 4)
-    except (OverflowError, ValueError, TypeError):
-        return None
-    index, file, line, col = table.T
+    if isinstance(entries, LineTable):
+        file, line, col = (np.asarray(c).astype(np.int64) for c in (entries.file, entries.line, entries.col))
+        index = np.arange(len(entries), dtype=np.int64)
+        table = np.stack((index, file, line, col), axis=1) if len(entries) else np.zeros((0, 4), np.int64)
+    else:
+        try:
+            table = np.array(entries, np.int64).reshape(-1, 4)
+        except (OverflowError, ValueError, TypeError):
+            return None
+        index, file, line, col = table.T
     if (np.diff(index) <= 0).any() or (file >= nfiles).any() or (table < 0).any() or (table > _U32 - 1).any():
         return None
     out = np.zeros(len(table), _LINE_RECORD)
@@ -601,8 +606,9 @@ class _Reader:
                                        address, TENSOR_KINDS[kind]))
         return tensors
 
-    def read_lines_fast(self, s: _Found, nfiles: int) -> dict[str, list[LineEntry]] | None:
-        """The line table read by numpy; None when anything is off (read_lines' loop then says what)."""
+    def read_lines_fast(self, s: _Found, nfiles: int) -> dict[str, Sequence[LineEntry]] | None:
+        """The line table read by numpy, as LineTables (lists where a stream's entries do not number its
+        instructions 0, 1, ...); None when anything is off (read_lines' loop then says what)."""
         if s.entsize != _LINE.size or len(s.data) % _LINE.size:
             return None
         table = np.frombuffer(s.data, _LINE_RECORD)
@@ -612,11 +618,16 @@ class _Reader:
                 or (np.diff(order) <= 0).any() or (table["file"] >= nfiles).any()):
             return None
         bounds = np.searchsorted(engine, np.arange(len(ENGINES) + 1))
-        columns = [table[c].tolist() for c in ("index", "file", "line", "col")]
-        return {e: list(map(LineEntry._make, zip(*(col[bounds[k]:bounds[k + 1]] for col in columns))))
-                for k, e in enumerate(ENGINES)}
+        out: dict[str, Sequence[LineEntry]] = {}
+        for k, e in enumerate(ENGINES):
+            part = table[bounds[k]:bounds[k + 1]]
+            if np.array_equal(part["index"], np.arange(len(part))):
+                out[e] = LineTable(part["file"].astype(np.int32), part["line"].copy(), part["col"].copy())
+            else:
+                out[e] = list(map(LineEntry._make, zip(*(part[c].tolist() for c in ("index", "file", "line", "col")))))
+        return out
 
-    def read_lines(self, s: _Found, nfiles: int) -> dict[str, list[LineEntry]]:
+    def read_lines(self, s: _Found, nfiles: int) -> dict[str, Sequence[LineEntry]]:
         fast = self.read_lines_fast(s, nfiles)
         if fast is not None:
             return fast

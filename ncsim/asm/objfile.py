@@ -6,8 +6,11 @@ for every instruction the source place it came from.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
+
+import numpy as np
 
 from ncsim import isa
 from ncsim.dtypes import DType
@@ -48,11 +51,56 @@ class LineEntry(NamedTuple):
     col: int
 
 
+class LineTable(Sequence[LineEntry]):
+    """A stream's line table as columns: instruction k came from file[k], line[k], col[k] (numpy
+    arrays). The assembler and the ELF reader make these, without a Python object per instruction; it
+    reads as the list of LineEntry it stands for (entries made when read), and equals that list."""
+
+    __slots__ = ("col", "file", "line")
+
+    def __init__(self, file: np.ndarray, line: np.ndarray, col: np.ndarray):
+        if not len(file) == len(line) == len(col):
+            raise ValueError("a line table's columns differ in length")
+        self.file, self.line, self.col = file, line, col
+
+    def __len__(self) -> int:
+        return len(self.file)
+
+    @overload
+    def __getitem__(self, k: int) -> LineEntry: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> list[LineEntry]: ...
+
+    def __getitem__(self, k: int | slice) -> LineEntry | list[LineEntry]:
+        if isinstance(k, slice):
+            return list(self)[k]
+        k = range(len(self))[k]  # negative indices, and IndexError past the end
+        return LineEntry(k, int(self.file[k]), int(self.line[k]), int(self.col[k]))
+
+    def __iter__(self) -> Iterator[LineEntry]:
+        return map(LineEntry._make, zip(range(len(self)), self.file.tolist(), self.line.tolist(), self.col.tolist()))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LineTable):
+            return bool(np.array_equal(self.file, other.file) and np.array_equal(self.line, other.line)
+                        and np.array_equal(self.col, other.col))
+        if isinstance(other, Sequence):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable arrays, like the list it stands for
+
+    def __repr__(self) -> str:
+        return f"LineTable({len(self)} entries)"
+
+
 @dataclass
 class ObjectFile:
     kernel: str
     streams: dict[str, bytes] = field(default_factory=lambda: {e: b"" for e in ENGINES})
-    lines: dict[str, list[LineEntry]] = field(default_factory=lambda: {e: [] for e in ENGINES})
+    # per stream, a list of LineEntry or a LineTable (the same entries as columns)
+    lines: dict[str, Sequence[LineEntry]] = field(default_factory=lambda: {e: [] for e in ENGINES})
     files: list[str] = field(default_factory=list)
     tensors: list[TensorEntry] = field(default_factory=list)
     # The names of the source's `.sem` semaphores, by number, for messages (a deadlock names them).

@@ -25,3 +25,31 @@ def test_encoding_in_batches_of_lanes_gives_the_same_object(monkeypatch):
     whole = write_elf(assemble(LOOPS, "loops.s"))
     monkeypatch.setattr(build, "BATCH", 3)  # 50 lanes in batches of 3, the last one short
     assert write_elf(assemble(LOOPS, "loops.s")) == whole
+
+
+def test_line_tables_are_columns_that_read_as_line_entries():
+    """The assembler and the ELF reader keep each stream's line table as columns (`LineTable`), with
+    no Python object per instruction; it reads and compares as the list of LineEntry it stands for."""
+    import numpy as np
+    import pytest
+
+    from ncsim.asm.elf import read_elf
+    from ncsim.asm.objfile import LineEntry, LineTable
+
+    obj = assemble(LOOPS, "loops.s")
+    table = obj.lines["sync"]
+    assert isinstance(table, LineTable) and len(table) == 50
+    entries = [LineEntry(k, 0, 7, 3) for k in range(50)]
+    assert table == entries and entries == table and list(table) == entries
+    assert table[0] == entries[0] and table[-1] == entries[-1] and table[2:4] == entries[2:4]
+    with pytest.raises(IndexError):
+        table[50]
+    assert table != entries[:-1] and table != [*entries[:-1], LineEntry(49, 0, 7, 4)]
+    again = read_elf(write_elf(obj), "loops.o")
+    assert all(isinstance(again.lines[e], LineTable) for e in again.lines)
+    assert again.lines == obj.lines
+    # a table whose entries do not number the instructions 0, 1, ... is read as a list (the reader
+    # does not renumber what the file says)
+    obj.lines["sync"] = [LineEntry(2 * k, 0, 7, 3) for k in range(50)]
+    assert read_elf(write_elf(obj), "loops.o").lines["sync"] == obj.lines["sync"]
+    assert LineTable(np.zeros(0, np.int32), np.zeros(0, np.uint32), np.zeros(0, np.uint32)) == []
