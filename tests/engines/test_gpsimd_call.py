@@ -17,9 +17,13 @@ engines.load()
 HEAD = ".hbm x f32[256] in\n.hbm y f32[256] out\n.sbuf s f32[128, 2]\n"
 
 
+# the endless loops stop after 10**5 steps instead of the default's 10**8 (2 s each)
+SHORT = DEFAULT.with_overrides({"gpsimd_step_limit": 100_000})
+
+
 def run(source: str, x: np.ndarray | None = None) -> tuple[Machine, np.ndarray]:
     obj = assemble(HEAD + source, "call.s")
-    m = Machine(obj, DEFAULT, "call.s")
+    m = Machine(obj, SHORT, "call.s")
     x = np.arange(-128, 128, dtype=np.float32) if x is None else x
     m.load_tensor(m.tensor("x"), x)
     m.run()
@@ -78,6 +82,8 @@ def test_checks(body, message):
     with pytest.raises(SimError, match=None) as e:
         run(f".gpsimd p\n {body}\n.end\ngpsimd_call p, y, x, cores=1\n")
     assert message in str(e.value)
+    if "step_limit" in message:
+        assert "ran 100000 instructions" in str(e.value)
     assert "GpSimd core 0, " in str(e.value) and "call.s:" in str(e.value)
 
 
