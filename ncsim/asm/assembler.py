@@ -12,7 +12,8 @@ instruction. Directives of this layer:
     .const NAME = EXPR                    a named integer or float constant
     .param NAME [= DEFAULT]               a named integer supplied from outside (Assembler(params=...),
                                           `ncsim asm -D NAME=VALUE`), else DEFAULT; then like .const
-    .sem NAME                             a named semaphore (for programs that synchronise by hand)
+    .sem NAME [@N]                        a named semaphore (for programs that synchronise by hand):
+                                          the lowest number not yet in use, or N
     .for VAR in START..STOP [step S]      repeat the lines up to the matching .end, VAR = START, ...
     .end                                  (STOP excluded), unrolled at assembly time: each body line
                                           is parsed once for all iterations (ncsim.asm.template)
@@ -178,7 +179,7 @@ class Program:
         enc = self.encoded
         assert enc is not None, "build() first"
         obj = ObjectFile(kernel=self.kernel, files=list(self.files), tensors=list(self.tensors.values()))
-        obj.streams = {e: enc.stream_bytes(i) for i, e in enumerate(objfile.ENGINES)}
+        obj.streams = {e: enc.stream_view(i) for i, e in enumerate(objfile.ENGINES)}  # no copy
         obj.gpsimd = list(self.gpsimd)
         for p in obj.gpsimd:
             p.files = obj.files
@@ -555,6 +556,16 @@ class Assembler:
     def d_sem(self, line: Line, cur: Cursor) -> None:
         tok = self.declare(cur)
         used = set(self.env.sems.values()) | self.env.raw_sems
+        if cur.accept("@"):  # `.sem NAME @N`: that number (the disassembler writes this form)
+            num_tok = cur.peek()
+            number = self.bounded_int(cur, "a semaphore number", 0, self.config.semaphores - 1)
+            named = next((n for n, v in self.env.sems.items() if v == number), None)
+            if named is not None:
+                raise cur.error(f"s{number} is already the semaphore named '{named}'", num_tok)
+            if number in self.env.raw_sems:
+                raise cur.error(f"s{number} is written by number earlier in the program: name another", num_tok)
+            self.env.sems[tok.text] = number
+            return
         free = next((n for n in range(self.config.semaphores) if n not in used), None)
         if free is None:
             raise cur.error(f"all {self.config.semaphores} semaphores are named already", tok)

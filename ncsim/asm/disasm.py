@@ -2,13 +2,14 @@
 
 Every instruction is printed in the canonical form of `ncsim.asm.instruction.format_instruction`,
 preceded by a `.loc` directive that carries its source place, so that the line table survives
-the round trip; tensors are printed with their addresses.
+the round trip; tensors are printed with their addresses, named semaphores (`.sem NAME @N`) with
+their numbers, and waits and signals use those names as the source did.
 """
 
 from __future__ import annotations
 
 from ncsim.asm import objfile
-from ncsim.asm.instruction import Instruction, decode_stream
+from ncsim.asm.instruction import Instruction, decode_stream, format_instruction
 from ncsim.asm.lexer import quote
 from ncsim.asm.objfile import ObjectFile, TensorEntry
 from ncsim.errors import ObjectFileError
@@ -39,6 +40,8 @@ def disassemble(obj: ObjectFile, file: str = "<object>") -> str:
     # The semaphores are explicit in the text: re-assembling must not insert them again.
     out = [f"# disassembly of {file} (ncsim)", f".kernel {obj.kernel}", ".sync manual"]
     out += [format_tensor(t) for t in obj.tensors]
+    # Named semaphores keep their numbers (`@N`): the source may have written lower numbers raw.
+    out += [f".sem {name} @{number}" for number, name in sorted(obj.semaphores.items())]
     out += [f".file {i} {quote(path)}" for i, path in enumerate(obj.files)]
     for program in obj.gpsimd:
         out.append("")
@@ -51,5 +54,5 @@ def disassemble(obj: ObjectFile, file: str = "<object>") -> str:
         out.append(f"# {engine} engine: {len(instrs)} instruction{'s' if len(instrs) != 1 else ''}")
         for instr, entry in zip(instrs, obj.lines[engine]):
             out.append(f".loc {entry.file} {entry.line} {entry.col}")
-            out.append(str(instr))
+            out.append(format_instruction(instr, obj.semaphores))
     return "\n".join(out) + "\n"

@@ -65,6 +65,16 @@ without NUL bytes, stored NUL-terminated in `.strtab` and named by its byte offs
                  operands in table order, zeros) and its source places: N x (u32 file index, u32 line,
                  u32 column)
 
+    [14]  .ncsim.sems     SHT_PROGBITS, sh_entsize 8, sh_link = .strtab; only in objects whose source
+          names semaphores (`.sem NAME`), after .ncsim.gpsimd when both are present: one record per name,
+              0  u32    semaphore number
+              4  u32    name (.strtab offset); not empty, an identifier
+          sorted by strictly increasing number, each name once. The names are for messages (a deadlock
+          report names `ready`, not s0) and for the disassembler, which prints them as `.sem NAME @N`.
+          It is optional and changes no other section, so the format version stays: an object without
+          names has no such section and the same bytes as before, and a reader that does not know the
+          section skips it and loses only the names, which never change what a program computes.
+
 The reader finds sections by name, so other tools may add sections; it checks each section lies
 inside the file, but it does not check how long an instruction is (the decoder does).
 """
@@ -73,6 +83,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import struct
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -89,6 +100,9 @@ from ncsim.memory.access import Memory
 FORMAT_VERSION = 2  # 2: operands in nki.isa's order of SDK 2.27 (issue 11); objects of version 1 are refused
 GPSIMD_VERSION = 3  # 3: version 2 with a .ncsim.gpsimd section (GpSimd programs, issue 14)
 GPSIMD_SECTION = ".ncsim.gpsimd"
+SEMS_SECTION = ".ncsim.sems"  # optional: the source's semaphore names (no version change, see above)
+_SEM_NAME = struct.Struct("<II")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # the assembler's names (ncsim.asm.lexer)
 _PROGRAM = struct.Struct("<IIII")
 _PLACE = struct.Struct("<III")
 MAX_DIMS = 8
@@ -259,6 +273,7 @@ def write_elf(obj: ObjectFile) -> bytes:
             previous = entry.index
 
     gpsimd = _gpsimd_section(obj, strtab)
+    sems = _sems_section(obj, strtab)
     kernel = _KERNEL.pack(GPSIMD_VERSION if gpsimd else FORMAT_VERSION, b"\0\0\0\0", kernel_name, 0)
     strtab_index = _INDEX[".strtab"]
     sections = [
@@ -276,6 +291,8 @@ def write_elf(obj: ObjectFile) -> bytes:
     names = [shstrtab.add(s.name, "section name") for s in sections]
     names.append(shstrtab.add(".shstrtab", "section name"))
     extra = [_Section(GPSIMD_SECTION, _SHT_PROGBITS, 0, gpsimd, 4, link=strtab_index)] if gpsimd else []
+    if sems:
+        extra.append(_Section(SEMS_SECTION, _SHT_PROGBITS, 0, sems, 4, _SEM_NAME.size, strtab_index))
     names += [shstrtab.add(s.name, "section name") for s in extra]
     sections.append(_Section(".shstrtab", _SHT_STRTAB, 0, shstrtab.data(), 1))
     assert [s.name for s in sections] == list(SECTION_ORDER)
@@ -314,6 +331,20 @@ def _gpsimd_section(obj: ObjectFile, strtab: _StringTable) -> bytes:
                               at + len(tail) + len(code))
         tail += code + places
     return bytes(head + tail)
+
+
+def _sems_section(obj: ObjectFile, strtab: _StringTable) -> bytes:
+    """The .ncsim.sems section's bytes (b"" for an object whose source names no semaphore)."""
+    out = bytearray()
+    seen: set[str] = set()
+    for number, name in sorted(obj.semaphores.items()):
+        if not _IDENTIFIER.fullmatch(name) or name in seen:
+            why = "given twice" if name in seen else "not an identifier"
+            raise ValueError(f"semaphore {number}'s name {name!r} is {why}")
+        seen.add(name)
+        out += _SEM_NAME.pack(_check_range(number, _U32, f"semaphore {name!r}'s number"),
+                              strtab.add(name, "semaphore name"))
+    return bytes(out)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -398,7 +429,29 @@ class _Reader:
                              f" section {GPSIMD_SECTION}", found[KERNEL_SECTION].offset)
         if GPSIMD_SECTION in found:
             obj.gpsimd = self.read_gpsimd(found[GPSIMD_SECTION], strtab, files)
+        if SEMS_SECTION in found:
+            obj.semaphores = self.read_sems(found[SEMS_SECTION], strtab)
         return obj
+
+    def read_sems(self, s: _Found, strtab: _Found) -> dict[int, str]:
+        self.expect_type(s, "SHT_PROGBITS")
+        names: dict[int, str] = {}
+        previous = -1
+        for i, (at, (number, name_off)) in enumerate(self.records(s, _SEM_NAME, "semaphore name")):
+            name = self.string(strtab, name_off, f"semaphore name {i}", at + 4)
+            if not _IDENTIFIER.fullmatch(name):
+                raise self.error(f"semaphore name {i} ({_show(name)}, s{number}) is not an identifier", at + 4)
+            if number <= previous:
+                raise self.error(f"semaphore name {i} (s{number}) comes after s{previous}: the records must be"
+                                 " sorted by strictly increasing semaphore number", at)
+            names[number] = name
+            previous = number
+        seen: set[str] = set()
+        for name in names.values():
+            if name in seen:
+                raise self.error(f"'{name}' names two semaphores in {s.name}", s.offset)
+            seen.add(name)
+        return names
 
     def read_gpsimd(self, s: _Found, strtab: _Found, files: list[str]) -> list:
         from ncsim.gpsimd.code import RECORD, CoreProgram
@@ -502,7 +555,7 @@ class _Reader:
         if shstrtab is None or shstrtab.type != "SHT_STRTAB":
             raise self.error(f"section {shstrndx}, named by e_shstrndx, is not a string table (SHT_STRTAB)",
                              shoff + shstrndx * _SHDR.size + 4)
-        wanted = {*SECTION_ORDER, GPSIMD_SECTION}
+        wanted = {*SECTION_ORDER, GPSIMD_SECTION, SEMS_SECTION}
         found: dict[str, _Found] = {}
         for index in range(shnum):
             s = self.section(elf, index, shoff + index * _SHDR.size, shstrtab.data)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -666,6 +666,10 @@ class SemOp:
 
     def __str__(self) -> str:
         return f"s{self.sem}{self.op}{self.value}"
+
+    def named(self, names: Mapping[int, str]) -> str:
+        """As the source writes it: `ready>=1` for a semaphore named by `.sem`, else `s3>=1`."""
+        return f"{names.get(self.sem, f's{self.sem}')}{self.op}{self.value}"
 
 
 @dataclass(frozen=True)

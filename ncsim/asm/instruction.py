@@ -182,23 +182,24 @@ def decode_stream(buf: bytes, file: str = "<object>") -> list[Instruction]:
     return out
 
 
-def format_instruction(instr: Instruction) -> str:
-    """Canonical text: required operands by position, others by keyword when not their default."""
+def format_instruction(instr: Instruction, sems: Mapping[int, str] | None = None) -> str:
+    """Canonical text: required operands by position, others by keyword when not their default.
+    `sems` names semaphores as the source's `.sem` did (the disassembler passes the object's names)."""
     spec = instr.spec
     parts = []
     for operand in spec.operands:
         value = instr.operands[operand.name]
-        text = operand.kind.format(value)
+        text = value.named(sems) if sems and isinstance(value, SemOp) else operand.kind.format(value)
         if operand.required:
             parts.append(text)
         elif not same(value, operand.default):
             parts.append(f"{operand.name}={text}")
     if spec.engine_field and instr.engine != spec.engines[0]:
         parts.append(f"engine={instr.engine}")
-    if instr.waits:
-        parts.append("wait=" + isa.WAITS.format(instr.waits))
-    if instr.signals:
-        parts.append("signal=" + isa.SIGNALS.format(instr.signals))
+    for key, ops, kind in (("wait", instr.waits, isa.WAITS), ("signal", instr.signals, isa.SIGNALS)):
+        if ops:
+            text = "[" + ", ".join(op.named(sems) for op in ops) + "]" if sems else kind.format(ops)
+            parts.append(f"{key}={text}")
     return spec.mnemonic + (" " + ", ".join(parts) if parts else "")
 
 

@@ -98,13 +98,15 @@ class LineTable(Sequence[LineEntry]):
 @dataclass
 class ObjectFile:
     kernel: str
-    streams: dict[str, bytes] = field(default_factory=lambda: {e: b"" for e in ENGINES})
+    # per engine, its encoded instructions: bytes, or a read-only memoryview of bytes (the assembler's
+    # object views its encoded words rather than copying them)
+    streams: dict[str, bytes | memoryview] = field(default_factory=lambda: {e: b"" for e in ENGINES})
     # per stream, a list of LineEntry or a LineTable (the same entries as columns)
     lines: dict[str, Sequence[LineEntry]] = field(default_factory=lambda: {e: [] for e in ENGINES})
     files: list[str] = field(default_factory=list)
     tensors: list[TensorEntry] = field(default_factory=list)
-    # The names of the source's `.sem` semaphores, by number, for messages (a deadlock names them).
-    # The ELF file does not keep them: a run of an object file names semaphores by number.
-    semaphores: dict[int, str] = field(default_factory=dict, compare=False)
+    # The names of the source's `.sem` semaphores, by number, for messages (a deadlock names them) and
+    # the disassembler; the ELF file keeps them in its .ncsim.sems section.
+    semaphores: dict[int, str] = field(default_factory=dict)
     # The GpSimd programs (`ncsim.gpsimd.code.CoreProgram`), by index: the `.gpsimd` sections gpsimd_call runs.
     gpsimd: list[Any] = field(default_factory=list)

@@ -108,6 +108,17 @@ sem_signal s2+=2
 .loc 7 3 1
 sem_wait s1>=1, engine=vector
 """,
+    "named_sems": """\
+# .sem names: s0 is written by number first, so 'ready' is s1; 'done' is placed by hand at s9
+.kernel named_sems
+.sync manual
+sem_signal s0+=1
+.sem ready
+.sem done @9
+sem_signal ready+=1, wait=[s0>=1]
+sem_wait ready>=1, engine=vector, signal=[done+=2, s3+=1]
+sem_wait done>=2, engine=scalar
+""",
     "tensors_only": """\
 .hbm  big bf16[16, 1024, 1024] scratch @1
 .hbm  io  u8[1] inout @17179869183

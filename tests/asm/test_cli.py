@@ -101,6 +101,18 @@ def test_disasm_text(cli, tmp_path):
     ]
 
 
+def test_disasm_names_semaphores_as_the_source_did(cli, tmp_path):
+    data = ncsim_asm_roundtrip(cli, tmp_path, "named_sems")
+    assert read_elf(data, "prog.o").semaphores == {1: "ready", 9: "done"}
+    res = cli("disasm", "named_sems/prog.o")
+    assert res.code == 0, res.err
+    lines = res.out.splitlines()
+    assert lines[3:5] == [".sem ready @1", ".sem done @9"]  # numbers kept: s0 is used raw
+    body = [ln for ln in lines if ln and not ln.startswith((".", "#"))]
+    assert body == ["sem_wait ready>=1, engine=vector, signal=[done+=2, s3+=1]", "sem_wait done>=2, engine=scalar",
+                    "sem_signal s0+=1", "sem_signal ready+=1, wait=[s0>=1]"]
+
+
 def test_disasm_prints_tensors(cli, tmp_path):
     ncsim_asm_roundtrip(cli, tmp_path, "tensors_only")
     res = cli("disasm", "tensors_only/prog.o")
@@ -159,18 +171,24 @@ def legal_instructions(draw) -> Instruction:
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(legal_instructions(), min_size=1, max_size=12))
-def test_random_programs_round_trip(program):
+@given(st.lists(legal_instructions(), min_size=1, max_size=12), st.data())
+def test_random_programs_round_trip(program, data):
+    # Some of the semaphores the program uses get `.sem` names, placed by number, which the source then uses.
+    used = sorted({op.sem for i in program for op in i.waits + i.signals} | {
+        v.sem for i in program for v in i.operands.values() if isinstance(v, F.SemOp)})
+    named = {n: f"sem{n}" for n in data.draw(st.lists(st.sampled_from(used), unique=True) if used else st.just([]))}
     # .sync manual: the program's own semaphores only, so that line n of the source is instruction n
-    text = ".sync manual\n" + "\n".join(format_instruction(i) for i in program) + "\n"
+    head = [".sync manual"] + [f".sem {name} @{n}" for n, name in named.items()]
+    text = "\n".join(head + [format_instruction(i, named) for i in program]) + "\n"
     obj = assemble(text, "rand.s")
+    assert obj.semaphores == named
     data = write_elf(obj)
     dis = disassemble(read_elf(data, "rand.o"), "rand.o")
     again = assemble(dis, "dis.s")
     assert write_elf(again) == data, dis
     # the instructions came back in program order per engine, each from its own source line
     for engine, entries in again.lines.items():
-        expected = [n for n, i in enumerate(program, start=2) if i.engine == engine]
+        expected = [n for n, i in enumerate(program, start=len(head) + 1) if i.engine == engine]
         assert [e.line for e in entries] == expected
 
 

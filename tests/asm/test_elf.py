@@ -20,6 +20,7 @@ from ncsim.asm.elf import (
     MAX_DIMS,
     MEMORY_CODES,
     SECTION_ORDER,
+    SEMS_SECTION,
     TENSORS_SECTION,
     load_object,
     read_elf,
@@ -78,6 +79,8 @@ def object_files(draw: st.DrawFn) -> ObjectFile:
         lines=lines,
         files=files,
         tensors=draw(st.lists(tensors(), max_size=5)),
+        semaphores=draw(st.dictionaries(st.integers(0, 2**32 - 1), identifiers, max_size=4)
+                        .filter(lambda d: len(set(d.values())) == len(d))),
     )
 
 
@@ -187,6 +190,56 @@ def test_write_rejects_what_the_format_cannot_hold() -> None:
         write_elf(ObjectFile("k", files=["a\0b"]))
 
 
+# --- semaphore names (.ncsim.sems) ----------------------------------------------------------------
+
+
+def named_sample() -> ObjectFile:
+    obj = sample()
+    obj.semaphores = {7: "done", 1: "ready"}
+    return obj
+
+
+def sems_section(data: bytes) -> tuple[int, int]:
+    """(file offset of the header, file offset of the data) of .ncsim.sems, found by name."""
+    elf = ELFFile(io.BytesIO(data))
+    index = next(i for i, s in enumerate(elf.iter_sections()) if s.name == SEMS_SECTION)
+    header_at = struct.unpack_from("<Q", data, 40)[0] + 64 * index
+    return header_at, struct.unpack_from("<Q", data, header_at + 24)[0]
+
+
+def test_semaphore_names_round_trip_in_their_own_section() -> None:
+    data = write_elf(named_sample())
+    assert read_elf(data, "k.o").semaphores == {1: "ready", 7: "done"}
+    _, at = sems_section(data)
+    strtab = ELFFile(io.BytesIO(data)).get_section_by_name(".strtab")
+    (n0, off0), (n1, off1) = struct.iter_unpack("<II", data[at:at + 16])
+    assert (n0, strtab.get_string(off0), n1, strtab.get_string(off1)) == (1, "ready", 7, "done")
+    # Without names there is no such section, and the bytes are those of an object before it existed.
+    assert SEMS_SECTION.encode() not in SAMPLE
+    assert ELFFile(io.BytesIO(SAMPLE)).num_sections() == len(SECTION_ORDER) + 1
+
+
+def test_bad_semaphore_name_records() -> None:
+    data = write_elf(named_sample())
+    header_at, at = sems_section(data)
+    err = read_error(patched(data, at, "<I", 9))  # s9 before s7
+    assert err.message == ("semaphore name 1 (s7) comes after s9: the records must be sorted by strictly"
+                           " increasing semaphore number") and err.offset == at + 8
+    _, off_done = struct.unpack_from("<II", data, at + 8)
+    err = read_error(patched(data, at + 4, "<I", off_done))
+    assert err.message == "'done' names two semaphores in .ncsim.sems"
+    strtab = ELFFile(io.BytesIO(data)).get_section_by_name(".strtab")
+    not_identifier = next(i for i in range(strtab.data_size) if strtab.get_string(i).startswith("."))
+    err = read_error(patched(data, at + 4, "<I", not_identifier))  # ".tensor" of "matmul_relu.tensor"
+    assert err.message == "semaphore name 0 (.tensor, s1) is not an identifier" and err.offset == at + 4
+    err = read_error(patched(data, header_at + 56, "<Q", 4))
+    assert "a semaphore name record is 8 bytes" in err.message
+    with pytest.raises(ValueError, match="'a b' is not an identifier"):
+        write_elf(ObjectFile("k", semaphores={0: "a b"}))
+    with pytest.raises(ValueError, match="'x' is given twice"):
+        write_elf(ObjectFile("k", semaphores={0: "x", 1: "x"}))
+
+
 # --- binutils -----------------------------------------------------------------------------------
 
 
@@ -203,7 +256,7 @@ def readelf(*args: str, data: bytes, tmp_path: Path) -> str:
 
 @needs_readelf
 def test_readelf_reads_it_cleanly(tmp_path: Path) -> None:
-    for obj in (sample(), ObjectFile("empty_kernel")):
+    for obj in (sample(), ObjectFile("empty_kernel"), named_sample()):
         readelf("-a", "-W", data=write_elf(obj), tmp_path=tmp_path)
         readelf("-a", data=write_elf(obj), tmp_path=tmp_path)
     symbols = readelf("-s", "-W", data=SAMPLE, tmp_path=tmp_path)

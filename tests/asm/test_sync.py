@@ -440,6 +440,22 @@ def test_named_semaphores_avoid_numbers_written_before_and_refuse_them_after():
     assert (err.value.loc.line, err.value.loc.col) == (3, 12)
 
 
+@pytest.mark.parametrize(("source", "message", "col"), [
+    (".sem a @3\n.sem b @3\n", "s3 is already the semaphore named 'a'", 9),
+    ("sem_signal s5+=1\n.sem b @5\n", "s5 is written by number earlier in the program: name another", 9),
+    (".sem a\n.sem b @256\n", "a semaphore number must be in 0..255, not 256", 9),
+    (".sem a @2\nsem_signal s2+=1\n", "s2 is the semaphore named 'a': use the name, or another number", 12),
+])
+def test_a_semaphore_named_at_a_number(source, message, col):
+    a = Assembler()
+    a.assemble(".sync manual\nsem_signal s0+=1\n.sem a @7\n.sem b\n", "sems.s")
+    assert a.env.sems == {"a": 7, "b": 1}  # b takes the lowest number neither named nor written
+    with pytest.raises(AsmError) as err:
+        Assembler().assemble(".sync manual\n" + source, "sems.s")
+    assert err.value.message == message
+    assert (err.value.loc.line, err.value.loc.col) == (3, col)
+
+
 # --- DMA queues chosen by the assembler ------------------------------------------------------------------
 
 QUEUES = """\

@@ -157,6 +157,15 @@ def test_the_deadlock_report_names_semaphores_by_their_sem_names():
         assert "scalar engine waits at d.s:8:1: sem_wait needs s4>=2 (s4 is 0)" in text
 
 
+def test_a_deadlocked_object_names_its_semaphores(cli):  # noqa: F811
+    write("d.s", DEADLOCK)
+    assert cli("asm", "d.s", "-o", "d.o").code == 0
+    res = cli("run", "d.o")
+    assert res.code == 1
+    assert "vector engine waits at d.s:7:1: memset needs ready>=1 (ready, s0, is 0)" in res.err, res.err
+    assert "sem_wait needs s4>=2 (s4 is 0)" in res.err
+
+
 # --- sidecars and inputs -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("body", "what"), [
