@@ -304,11 +304,13 @@ def run(program: str, input_files: tuple[str, ...], out_file: str | None, seed: 
 @click.option("--timing-only", is_flag=True, help="Time every kernel the script runs; compute no values.")
 @click.option("--emit-asm", "emit_asm", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="Write each kernel's program as ncsim assembly, DIR/KERNEL.s (`ncsim asm` makes the same object).")
+@click.option("--show-sync", is_flag=True,
+              help="Print, for each kernel, the semaphore waits synchronisation inserted and why, at the kernel's lines.")
 @quiet_option
 @config_file_option
 @set_option
-def nki_cmd(script: str, script_args: tuple[str, ...], timing_only: bool, emit_asm: str | None, quiet: bool,
-            config_files: tuple[str, ...], sets: tuple[str, ...]) -> None:
+def nki_cmd(script: str, script_args: tuple[str, ...], timing_only: bool, emit_asm: str | None, show_sync: bool,
+            quiet: bool, config_files: tuple[str, ...], sets: tuple[str, ...]) -> None:
     """Run an NKI script as `python SCRIPT ARGS...` would, with `neuronxcc.nki` aliased to ncsim's NKI
     front end: its kernels run on the simulated NeuronCore. ncsim's options go before SCRIPT."""
     import runpy
@@ -318,7 +320,7 @@ def nki_cmd(script: str, script_args: tuple[str, ...], timing_only: bool, emit_a
     if not Path(script).is_file():
         raise NcsimError("no such script", file=script)
     nki.options.update(timing_only=timing_only, announce=not quiet, config=make_config(config_files, sets),
-                       emit_asm=emit_asm)
+                       emit_asm=emit_asm, show_sync=show_sync)
     nki.install_alias()
     sys.argv = [script, *script_args]
     sys.path.insert(0, str(Path(script).resolve().parent))

@@ -49,8 +49,10 @@ __all__ = ["Kernel", "NkiRun", "asm_text", "baremetal", "benchmark", "emit_asm",
            "language", "last_run", "profile", "simulate_kernel", "trace", "typing"]
 
 # Settings of `ncsim nki` (the command line): every run timing-only, and a line on stderr per run.
-# emit_asm: a folder that receives each kernel's program as .s (ncsim nki --emit-asm).
-options: dict[str, Any] = {"timing_only": False, "announce": False, "config": None, "emit_asm": None}
+# emit_asm: a folder that receives each kernel's program as .s (ncsim nki --emit-asm); show_sync: print
+# each kernel's synchronisation report (ncsim nki --show-sync).
+options: dict[str, Any] = {"timing_only": False, "announce": False, "config": None, "emit_asm": None,
+                           "show_sync": False}
 _last: NkiRun | None = None
 
 
@@ -224,6 +226,8 @@ def simulate(kernel: Any, args: tuple, kwargs: dict, *, values: bool | None = No
     _last = NkiRun(name, program, result, outputs, values, seconds)
     if options["announce"]:
         print(_last.summary(), file=sys.stderr)
+    if options["show_sync"]:
+        print(f"{name}: {program.sync_report}", file=sys.stderr)
     if options["emit_asm"]:
         save_asm(_last, options["emit_asm"])
     return _last

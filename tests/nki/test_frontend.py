@@ -220,6 +220,18 @@ def test_ncsim_nki_runs_a_script_as_python_would(tmp_path):
     assert "ncsim: kernel double: 3 instructions" in done.stderr
 
 
+def test_ncsim_nki_show_sync_points_at_the_kernels_lines(tmp_path):
+    """--show-sync prints each kernel's synchronisation report; its places are the script's own lines."""
+    (tmp_path / "kern.py").write_text(SCRIPT)
+    (tmp_path / "helper.py").write_text("ROWS = 16\n")
+    done = subprocess.run([str(Path(sys.executable).parent / "ncsim"), "nki", "--show-sync", str(tmp_path / "kern.py"),
+                           "--cols", "8"], check=False, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "double: automatic synchronisation:" in done.stderr
+    waits = [line for line in done.stderr.splitlines() if " waits s" in line]
+    assert waits and all(line.strip().startswith(str(tmp_path / "kern.py") + ":") for line in waits), done.stderr
+
+
 # ------------------------------------------------------------------ dtype promotion (NKI Type Promotion, nki.api.shared)
 @pytest.mark.parametrize("a, b, want", [
     ("f32", "tf32", "f32"), ("f32", "bf16", "f32"), ("f16", "bf16", "f32"), ("fp8e4", "f16", "f16"),
