@@ -16,6 +16,7 @@ import textwrap
 from pathlib import Path
 
 import numba
+import numpy as np
 import pytest
 
 from ncsim import warmup
@@ -165,6 +166,71 @@ def test_cached_kernel_loads_without_the_registry_refresh(tmp_path):
     assert run("plain") == ["1", "True"]  # numba's own way refreshes
 
 
+def test_cached_kernel_bitcode_is_parsed_only_when_linked(tmp_path):
+    """With fast_cache_loads() a cached function's LLVM bitcode is not parsed when it loads (its
+    entry points are found from the object's symbols and it runs); a later compilation of a function
+    that calls it parses the bitcode then, links it in, and gives the right result."""
+    (tmp_path / "kern2.py").write_text(textwrap.dedent("""
+        import numba
+        import numpy as np
+
+        @numba.njit(cache=True)
+        def inner(x):
+            return np.cumsum(x) * 2.0
+    """))
+    script = textwrap.dedent("""
+        import numba
+        import numpy as np
+        from ncsim import warmup
+        assert warmup.fast_cache_loads()
+        import kern2
+        assert kern2.inner(np.arange(4.0)).tolist() == [0.0, 2.0, 6.0, 12.0]
+        (library,) = [cres.library for cres in kern2.inner.overloads.values()]
+        lazy = "_ncsim_bitcode" in vars(library)
+
+        @numba.njit
+        def outer(x):  # not cached: compiled here, linking inner's library
+            return kern2.inner(x).sum() + 1.0
+
+        assert outer(np.arange(4.0)) == 21.0
+        print(sum(kern2.inner.stats.cache_hits.values()), lazy, "_ncsim_bitcode" in vars(library),
+              library._shared_module is not None)
+    """)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(tmp_path))
+
+    def run() -> list[str]:
+        done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, check=False, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    assert run()[0] == "0"  # compiled and cached
+    assert run() == ["1", "True", "False", "True"]  # loaded without the bitcode; parsed when outer linked it
+
+
+def test_object_symbols_are_the_modules_definitions():
+    """The symbols read from a compiled function's object code are the names numba lists from its
+    module's bitcode (functions and globals that are not declarations); a non-ELF buffer gives None."""
+    import llvmlite.binding as ll
+
+    @numba.njit
+    def f(x):
+        return np.sort(x)[:2].copy()
+
+    f(np.arange(5.0))
+    (library,) = [cres.library for cres in f.overloads.values()]
+    _, kind, (obj, bitcode) = library.serialize_using_object_code()
+    assert kind == "object"
+    module = ll.parse_bitcode(bitcode)
+    expected = {v.name for v in [*module.functions, *module.global_variables] if not v.is_declaration}
+    names = warmup.elf_defined_symbols(obj)
+    if names is None:
+        pytest.skip("the object code is not ELF64 (not Linux)")
+    assert names == expected and any(n.startswith("cfunc.") for n in names)
+    assert warmup.elf_defined_symbols(b"MZ" + bytes(100)) is None
+    assert warmup.elf_defined_symbols(obj[:40]) is None
+
+
 # --- ncsim warmup ---------------------------------------------------------------------------------
 
 def test_warmup_compiles_every_kernel():
@@ -178,6 +244,30 @@ def test_warmup_compiles_every_kernel():
     text = result.format()
     assert text.startswith("ncsim warmup: ") and "numba cache: " in text
     assert f" {len(every)} kernels" in text
+
+
+def test_kernels_leave_out_functions_inlined_into_their_callers(monkeypatch):
+    """A cache=True function with inline="always" is never compiled (nor cached) on its own: its IR
+    goes into each caller, whose entry holds it. kernels() lists only the callers."""
+    import types
+
+    module = types.ModuleType("ncsim._test_inlined")
+    source = textwrap.dedent("""
+        import numba
+
+        @numba.njit(cache=True, inline="always")
+        def part(x):
+            return x + 1
+
+        @numba.njit(cache=True)
+        def whole(x):
+            return part(x) * 2
+    """)
+    module.__file__ = __file__  # numba's cache locator needs a file beside which to cache
+    exec(compile(source, __file__, "exec"), module.__dict__)  # noqa: S102 - the test's own source
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    names = {k.name for k in warmup.kernels()}
+    assert "ncsim._test_inlined.whole" in names and "ncsim._test_inlined.part" not in names
 
 
 def test_warmup_command(monkeypatch, capsys):

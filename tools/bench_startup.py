@@ -2,6 +2,7 @@
 
     .venv/bin/python tools/bench_startup.py            # best of 7
     .venv/bin/python tools/bench_startup.py -n 15
+    .venv/bin/python tools/bench_startup.py --tree /tmp/before   # also a copy of the tree, side by side
 
 Runs, alternating (one of each per round, so a busy moment of the machine hits them all alike):
 
@@ -12,11 +13,16 @@ Runs, alternating (one of each per round, so a busy moment of the machine hits t
 
 and prints each one's best and median time and the difference of each best from the floor. The
 numba cache must be warm (`ncsim warmup`): the first, unmeasured round warms it if it is not.
+
+The commands run as a user's do, with Python's bytecode cache: if PYTHONDONTWRITEBYTECODE is set
+here, it is left out of their environment (and the output says so), since without it every stale
+or missing .pyc of ncsim is compiled again at each start (about 0.1 s for a run).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -29,21 +35,33 @@ PYTHON = Path(sys.executable)
 NCSIM = PYTHON.with_name("ncsim")
 
 
-def commands(tmp: Path) -> dict[str, list[str]]:
-    ncsim = [str(NCSIM)] if NCSIM.exists() else [str(PYTHON), "-c", "from ncsim.cli import main; main()"]
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+FROM_TREE = "import sys; from ncsim.cli import main; sys.argv[0] = 'ncsim'; main()"
+
+
+def commands(tmp: Path, trees: list[Path]) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """Each command's argv and environment, the floor first."""
+    ncsim = [str(NCSIM)] if NCSIM.exists() else [str(PYTHON), "-c", FROM_TREE]
     program = ROOT / "programs" / "giou.s"
-    return {
-        "python -c 'import numba'": [str(PYTHON), "-c", "import numba"],
-        "ncsim --help": [*ncsim, "--help"],
-        "ncsim isa": [*ncsim, "isa"],
-        "ncsim run giou.s --trace": [*ncsim, "run", str(program), "--trace", str(tmp / "giou.trace.json"),
-                                     "--out", str(tmp / "giou.npz")],
+
+    def run_args(tag: str) -> list[str]:
+        return ["run", str(program), "--trace", str(tmp / f"giou{tag}.trace.json"), "--out", str(tmp / f"giou{tag}.npz")]
+
+    cmds = {
+        "python -c 'import numba'": ([str(PYTHON), "-c", "import numba"], ENV),
+        "ncsim --help": ([*ncsim, "--help"], ENV),
+        "ncsim isa": ([*ncsim, "isa"], ENV),
+        "ncsim run giou.s --trace": ([*ncsim, *run_args("")], ENV),
     }
+    for i, tree in enumerate(trees):  # another copy of ncsim (say, before a change), first on the path
+        env = dict(ENV, PYTHONPATH=os.pathsep.join([str(tree), *filter(None, [ENV.get("PYTHONPATH")])]))
+        cmds[f"  the same from {tree.name}"] = ([str(PYTHON), "-c", FROM_TREE, *run_args(str(i))], env)
+    return cmds
 
 
-def once(argv: list[str]) -> float:
+def once(argv: list[str], env: dict[str, str]) -> float:
     start = time.perf_counter()
-    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
+    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False, env=env)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         sys.exit(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stderr}")
@@ -53,18 +71,26 @@ def once(argv: list[str]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=7, help="rounds (default 7)")
+    parser.add_argument("--tree", type=Path, action="append", default=[], metavar="DIR",
+                        help="also time the run with the ncsim package of DIR (a copy of the tree, say before a"
+                             " change) first on PYTHONPATH; repeatable")
     args = parser.parse_args()
+    for tree in args.tree:
+        if not (tree / "ncsim" / "cli.py").is_file():
+            sys.exit(f"--tree {tree}: no ncsim/cli.py there")
     with tempfile.TemporaryDirectory() as tmp:
-        cmds = commands(Path(tmp))
-        for argv in cmds.values():  # warm the OS file cache and numba's
-            once(argv)
+        cmds = commands(Path(tmp), [t.resolve() for t in args.tree])
+        for argv, env in cmds.values():  # warm the OS file cache and numba's
+            once(argv, env)
         times: dict[str, list[float]] = {name: [] for name in cmds}
         for _ in range(args.n):
-            for name, argv in cmds.items():
-                times[name].append(once(argv))
+            for name, (argv, env) in cmds.items():
+                times[name].append(once(argv, env))
     floor_name = next(iter(cmds))
     floor = min(times[floor_name])
     print(f"best of {args.n}, alternating; python {sys.version.split()[0]}")
+    if "PYTHONDONTWRITEBYTECODE" in os.environ:
+        print("(PYTHONDONTWRITEBYTECODE is set here: left out for the commands, which keep their .pyc files)")
     print(f"{'command':32s} {'best':>8s} {'median':>8s} {'best - floor':>13s}")
     for name, ts in times.items():
         diff = "" if name == floor_name else f"{min(ts) - floor:+.3f} s"
