@@ -21,9 +21,10 @@ from ncsim.config import Config
 from ncsim.errors import NcsimError
 from ncsim.torch.kernels import KernelError
 from ncsim.torch.log import OpCall, clear_op_log, format_op_log, last_report, op_log, op_time_ns
+from ncsim.torch.lower import Lowered, LoweringError, Validation, lower, supported_ops, validate
 
-__all__ = ["KernelError", "OpCall", "clear_op_log", "custom_op", "format_op_log", "last_report", "op_log",
-           "op_time_ns"]
+__all__ = ["KernelError", "Lowered", "LoweringError", "OpCall", "Validation", "clear_op_log", "custom_op",
+           "format_op_log", "last_report", "lower", "op_log", "op_time_ns", "supported_ops", "validate"]
 
 INSTALL = "pip install -e '.[torch]' in the ncsim checkout (torch==2.13.0; the CPU wheel is enough)"
 
