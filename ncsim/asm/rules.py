@@ -18,11 +18,12 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ncsim.asm.fields import APKind
 from ncsim.asm.instruction import Instruction
 from ncsim.asm.objfile import TensorEntry
 from ncsim.config import Config
 from ncsim.errors import AsmError
-from ncsim.isa import INT32_GPSIMD_OPS, LOCKSTEP, alu_info
+from ncsim.isa import INT32_GPSIMD_OPS, LOCKSTEP, TABLE, alu_info
 from ncsim.memory.access import AccessPattern, Immediate, Memory
 
 PARTITION_REDUCE_OPS = ("add", "maximum", "bitwise_or", "bitwise_and")  # NKI tensor_partition_reduce
@@ -220,6 +221,38 @@ def _need_dtype(name: str, ap: AccessPattern, allowed: tuple[str, ...]) -> str |
 
 def _first(*problems: str | None) -> str | None:
     return next((p for p in problems if p), None)
+
+
+# ------------------------------------------------------------------ access-pattern fields
+# Trainium/Inferentia2 Architecture Guide for NKI (SDK 2.23: general/nki/arch/trainium_inferentia2_arch.rst,
+# "Accessing SBUF/PSUM tensors using compute engines"; docs/hardware.md#access, key ARCH): when an engine
+# instruction reads or writes an SBUF/PSUM tensor, each free axis has, at the ISA level, a size held in a
+# uint16 and a stride held in an int16, counted in elements. The page says this of the compute engines'
+# on-chip operands only: HBM patterns, and dma_copy (a DMA descriptor, not an engine's access) and
+# gpsimd_call (the cores address memory themselves) are not covered, so an HBM row longer than 32767
+# elements stays expressible.
+AP_COUNT_MAX = 2**16 - 1  # uint16
+AP_STEP_MIN, AP_STEP_MAX = -(2**15), 2**15 - 1  # int16
+AP_FIELD_EXEMPT = ("dma_copy", "gpsimd_call")
+
+
+@rule("ap-fields", tuple(s.mnemonic for s in TABLE if s.mnemonic not in AP_FIELD_EXEMPT
+                         and any(isinstance(o.kind, APKind) for o in s.operands)),
+      "Trainium/Inferentia2 Architecture Guide for NKI (SDK 2.23), accessing SBUF/PSUM tensors: each free"
+      " axis has a size in uint16 and a stride in int16, in elements")
+def _ap_fields(instr: Instruction, config: Config) -> str | None:
+    for name, ap in access_patterns(instr):
+        if not ap.on_chip:
+            continue
+        for k, (step, count) in enumerate(ap.dims):
+            if count > AP_COUNT_MAX:
+                return (f"operand '{name}' has {count} elements on free axis {k}; an engine's SBUF/PSUM access"
+                        f" pattern holds a count in a uint16 (at most {AP_COUNT_MAX})")
+            # a single element is never stepped over: its step is not part of the access
+            if count > 1 and not AP_STEP_MIN <= step <= AP_STEP_MAX:
+                return (f"operand '{name}' steps {step} elements on free axis {k}; an engine's SBUF/PSUM access"
+                        f" pattern holds a step in an int16 ({AP_STEP_MIN}..{AP_STEP_MAX})")
+    return None
 
 
 # ------------------------------------------------------------------ memories

@@ -61,6 +61,7 @@ CASES = {
                          f" moving={S('bf16', 4, 8, 64)}, perf_mode=double_row"),
     "matmul-pe-tile": (f"nc_matmul dst={S('f32', 2, 8, mem='psum')}, stationary={S('bf16', 4, 2)},"
                        f" moving={S('bf16', 4, 8, 64)}, tile_position=[0, 0], tile_size=[32, 32]"),
+    "ap-fields": f"tensor_copy dst={S('u8', 16, 2)}, src=sbuf.u8[0:16, @64, [40000,2]]",
 }
 
 
@@ -78,3 +79,31 @@ def test_the_assembler_refuses_what_the_run_refuses(rule, tmp_path):
     assert "Traceback" not in r.stderr
     assert f"{src}:2:" in r.stderr, r.stderr
     assert f"(rule {rule})" in r.stderr, r.stderr
+
+
+def test_ap_fields_cover_the_engines_on_chip_patterns_only():
+    """uint16 counts and int16 steps (the architecture guide's SBUF/PSUM access by an engine): an HBM row
+    of more than 32767 elements, a DMA's on-chip side and an unstepped axis stay expressible."""
+    from ncsim.asm.assembler import assemble
+    from ncsim.errors import AsmError
+
+    def problem(line: str) -> str | None:
+        try:
+            assemble(".sync manual\n" + line + "\n", "k.s")
+        except AsmError as e:
+            return e.message
+        return None
+
+    assert problem("tensor_copy sbuf.u8[0:16, @0, [1,65535]], sbuf.u8[0:16, @65536, [1,65535]]") is None
+    assert "65536 elements on free axis 0" in problem("tensor_copy sbuf.u8[0:16, @0, [1,65536]],"
+                                                      " sbuf.u8[0:16, @65536, [1,65536]]")
+    assert problem(f"tensor_copy {S('f32', 16, 2)}, sbuf.f32[0:16, @131072, [-32768,2]]") is None
+    assert "steps -32769 elements on free axis 0" in problem(
+        f"tensor_copy {S('f32', 16, 2)}, sbuf.f32[0:16, @131076, [-32769,2]]")
+    assert "steps 32768 elements on free axis 1" in problem(
+        f"tensor_copy {S('f32', 16, 4)}, sbuf.f32[0:16, @64, [1,2], [32768,2]]")
+    assert problem(f"tensor_copy {S('f32', 16, 2)}, sbuf.f32[0:16, @64, [40000,1], [1,2]]") is None
+    # HBM patterns and DMA transfers are not covered: long rows and long steps assemble
+    assert problem("dma_copy hbm.f32[@0, [1,70000]], hbm.f32[@524288, [1,70000]]") is None
+    assert problem("dma_copy sbuf.u8[0:1, @0, [1,70000]], hbm.u8[@0, [100000,1], [1,70000]]") is None
+    assert problem("dma_copy sbuf.f32[0:2, @0, [1,4]], hbm.f32[@0, [40000,2], [1,4]]") is None
