@@ -201,6 +201,7 @@ def fast_cache_loads() -> bool:
     load_overload.__wrapped__ = original  # type: ignore[attr-defined]
     cls.load_overload = load_overload
     _lazy_cached_bitcode()
+    _lazy_numba_environments()
     return True
 
 
@@ -252,6 +253,40 @@ def _lazy_cached_bitcode() -> bool:
     _get_module_for_linking.__wrapped__ = for_linking  # type: ignore[attr-defined]
     lib_cls._unserialize = classmethod(_unserialize)
     lib_cls._get_module_for_linking = _get_module_for_linking
+    return True
+
+
+def _lazy_numba_environments() -> bool:
+    """Load a cached function without importing the numba modules whose helpers it inlined. Each
+    function in a cached module has an environment: its consts and its module's globals, rebuilt on
+    loading by importing that module (numba.np.arrayobj, numba.np.arraymath, numba.cpython.unicode:
+    50-100 ms for a run, for np.empty, np.full, ravel and their like). Only object mode reads the
+    globals (numba.core.pylowering); numba's own implementation modules are nopython code, so their
+    environments get a dictionary holding just the module's name (what pickling an environment
+    reads) until the module is imported. True when applied."""
+    from numba.core import environment
+
+    rebuild = getattr(environment, "_rebuild_env", None)
+    if rebuild is None or getattr(rebuild, "_ncsim", False):
+        return rebuild is not None
+    if not (hasattr(environment, "lookup_environment") and hasattr(environment.Environment, "_memo")):
+        return False
+
+    def _rebuild_env(modname: Any, consts: Any, env_name: Any) -> Any:
+        if not (isinstance(modname, str) and modname.startswith("numba.") and modname not in sys.modules):
+            return rebuild(modname, consts, env_name)
+        env = environment.lookup_environment(env_name)
+        if env is not None:
+            return env
+        env = environment.Environment({"__name__": modname})
+        env.consts[:] = consts
+        env.env_name = env_name
+        environment.Environment._memo[env_name] = env
+        return env
+
+    _rebuild_env._ncsim = True  # type: ignore[attr-defined]
+    _rebuild_env.__wrapped__ = rebuild  # type: ignore[attr-defined]
+    environment._rebuild_env = _rebuild_env
     return True
 
 
