@@ -39,3 +39,20 @@ def test_docs_table_quotes_the_relu_runs(relu_times):
         assert float(row.group(1)) == round(relu_times[name], 1), f"{name}: docs say {row.group(1)} µs"
         per_elem = relu_times[name] * 1e3 / (32 * 4096) * 1.4  # cycles at 1.4 GHz
         assert float(row.group(2)) == pytest.approx(per_elem, abs=0.006), name
+
+
+def test_giou_gpsimd_rows_quote_the_runs():
+    """giou_gpsimd.s: bit for bit giou.s's reference (its sidecar is giou.py's); the README's table row
+    and docs/gpsimd.md's giou table give the simulated times and verdicts of both programs as run."""
+    readme = (ROOT / "README.md").read_text()
+    doc = (ROOT / "docs" / "gpsimd.md").read_text()
+    for name in ("giou", "giou_gpsimd"):
+        result = ncsim.run(ROOT / "programs" / f"{name}.s", seed=0)
+        assert result.check is not None and result.check.ok, name
+        us = result.timing.total_ns / 1e3
+        verdict = re.match(r"(bound by the \w+ engine): busy (\d+)%", result.report.verdict.text)
+        assert verdict, result.report.verdict.text
+        quoted = f"| {us:.3f} µs | {verdict.group(1)} (busy {verdict.group(2)}%) |"
+        assert f"| {name}.s {quoted}" in doc, f"docs/gpsimd.md: {quoted}"
+        if name == "giou_gpsimd":
+            assert f"| 32: Sync 16, Scalar 8, GpSimd 8 {quoted}" in readme, f"README: {quoted}"
