@@ -9,10 +9,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import ncsim.torch as nt  # noqa: E402
-from ncsim.asm.assembler import assemble  # noqa: E402
-from ncsim.runtime.run import run as ncsim_run  # noqa: E402
-from ncsim.torch.lower import compare  # noqa: E402
+import ncsim.torch as nt
+from ncsim.asm.assembler import assemble
+from ncsim.runtime.run import run as ncsim_run
+from ncsim.torch.lower import compare
 
 GEN = torch.Generator().manual_seed(13)
 
@@ -127,7 +127,7 @@ def test_transcendentals_and_reductions_report_their_ulps(name):
 
 def test_layer_norm_with_weight_and_bias_and_its_statistics():
     x, w, b = rand(200, 96), rand(96), rand(96)
-    fn = lambda x, w, b: torch.nn.functional.layer_norm(x, (96,), w, b, eps=1e-5)  # noqa: E731
+    fn = lambda x, w, b: torch.nn.functional.layer_norm(x, (96,), w, b, eps=1e-5)
     v = nt.validate(fn, x, w, b)
     torch.testing.assert_close(v.run.outputs[0], fn(x, w, b), rtol=1e-4, atol=1e-4)
 
@@ -145,7 +145,7 @@ def test_linear_and_mm_on_the_tensor_engine_k_tiled(bias):
 
 def test_the_program_prints_as_s_that_assembles_and_runs_to_the_same_values():
     x, y = rand(140, 30), rand(140, 30)
-    fn = lambda x, y: torch.where(x > y, x - y, torch.exp(y))  # noqa: E731
+    fn = lambda x, y: torch.where(x > y, x - y, torch.exp(y))
     prog = nt.lower(fn, x, y)
     text = str(prog)
     assert text.startswith("# disassembly of <kernel") and ".kernel" in text and "activation" in text

@@ -31,6 +31,7 @@ from ncsim.config import Config
 from ncsim.errors import NcsimError
 
 CHUNK = 512  # free-dimension elements per tile of an elementwise operation
+MAX_GATHER = 8  # a view reading every k-th element (k <= this) loads the contiguous span and steps in SBUF
 MAX_ROW = 8192  # elements of the row a reduction, softmax or layer norm keeps in one tile
 
 
@@ -49,6 +50,19 @@ class Tensor:
     @property
     def shape(self) -> tuple[int, ...]:
         return tuple(c for _, c in self.view.dims)
+
+
+@dataclass(eq=False)
+class Lazy:
+    """An elementwise node's value not yet in HBM: its operands and how a tile of it is computed
+    (`_Lowering.elementwise`); `tensor` once written."""
+
+    shape: tuple[int, ...]
+    dtype: Any
+    operands: list[Any]
+    compute: Callable[[list[Any], tuple[int, int]], Any]
+    name: str
+    tensor: Tensor | None = None
 
 
 def _dims_of(t: Tensor) -> list[tuple[int, int]]:
@@ -261,6 +275,7 @@ def _from_kernel(a: np.ndarray, spec: tuple[tuple[int, ...], Any]) -> np.ndarray
 
 # ------------------------------------------------------------------ lowering
 _SUPPORTED: dict[str, Callable[..., Any]] = {}
+_FUSABLE: set[Callable[..., Any]] = set()  # handlers whose operands may be Lazy (elementwise nodes)
 
 
 def _op(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -399,9 +414,13 @@ def _build(fn: Any, ep: Any, example: list[Any], config: Config) -> Lowered:
             if node.target is _getitem():
                 env[node.name] = env[node.args[0].name][node.args[1]]
                 continue
+            handler = _SUPPORTED[_op_name(node.target)]
             args_ = [low.arg(a) for a in node.args]
             kwargs = {k: low.arg(v) for k, v in node.kwargs.items()}
-            env[node.name] = _SUPPORTED[_op_name(node.target)](low, *args_, **kwargs)
+            if handler not in _FUSABLE:  # a Lazy operand of another kind of op is written to HBM first
+                args_ = [low.materialise(a) for a in args_]
+                kwargs = {k: low.materialise(v) for k, v in kwargs.items()}
+            env[node.name] = handler(low, *args_, **kwargs)
         return tuple(low.output(o, i) for i, o in enumerate(outs))
 
     kernel.__name__ = kernel.__qualname__ = _fname(fn) if _fname(fn).isidentifier() else "lowered"
@@ -511,6 +530,8 @@ class _Lowering:
         if i in self.outputs and self.outputs[i].view.buf.stored:
             return self.outputs[i].view
         val = self.env[o.name] if hasattr(o, "name") else o
+        if isinstance(val, Lazy) and val.tensor is not None and val.tensor.view.buf.entry.kind != "scratch":
+            return val.tensor.view
         shape = tuple(o.meta["val"].shape)
         dtype = o.meta["val"].dtype
         out = Tensor(nl.ndarray(shape or (1,), _nc(dtype), buffer=nl.shared_hbm), dtype)
@@ -520,51 +541,88 @@ class _Lowering:
 
     # ---------------------------------------------------------------- elementwise
     def elementwise(self, operands: list[Any], compute: Callable[[list[Any], tuple[int, int]], Any],
-                    shape: tuple[int, ...] | None = None, dtype: Any = None) -> Tensor:
-        """A new tensor computed tile by tile from the operands (Tensors broadcast to the result's shape,
-        or numbers): `compute(tiles, (p, f))` gets per operand a [p, f] tile, a [p, 1] column (an
-        operand constant along the chunk), or the number, and returns the result tile."""
+                    shape: tuple[int, ...] | None = None, dtype: Any = None) -> Any:
+        """The node's value computed tile by tile from the operands (Tensors broadcast to the result's
+        shape, Lazy values of the same shape, or numbers): `compute(tiles, (p, f))` gets per operand a
+        [p, f] tile, a [p, 1] column (an operand constant along the chunk), or the number, and returns
+        the result tile. The value is Lazy: elementwise nodes of one shape form a region computed in
+        one tile loop (each tile of each node once, in graph order), written to HBM only where a
+        graph output or another kind of op needs it (materialise)."""
         shape = tuple(self.val.shape) if shape is None else shape
         dtype = self.val.dtype if dtype is None else dtype
-        out = self.new(shape, dtype)
-        self.elementwise_into(out, operands, compute, dtype)
-        return out
-
-    def elementwise_into(self, out: Tensor, operands: list[Any], compute: Callable[..., Any], dtype: Any) -> None:
-        nl = _nl()
-        shape = out.shape
-        tensors = [i for i, o in enumerate(operands) if isinstance(o, Tensor)]
-        if any(operands[i].dtype.is_floating_point for i in tensors) or dtype.is_floating_point:
+        if any(isinstance(o, Tensor) for o in operands) and (
+                any(o.dtype.is_floating_point for o in operands if isinstance(o, (Tensor, Lazy)))
+                or dtype.is_floating_point):
             # a number with float tensors is a float operand (torch computes it in the tensors' dtype)
             operands = [float(o) if isinstance(o, (int, float)) and not isinstance(o, bool) else o for o in operands]
-        dims = [_dims_of(out)] + [_broadcast_dims(operands[i], shape) for i in tensors]
-        offsets = [out.view.offset] + [operands[i].view.offset for i in tensors]
-        views = [out.view] + [operands[i].view for i in tensors]
+        elif dtype.is_floating_point:
+            operands = [float(o) if isinstance(o, (int, float)) and not isinstance(o, bool) else o for o in operands]
+        operands = [self.materialise(o) if isinstance(o, Lazy) and o.shape != shape else o for o in operands]
+        lazy = Lazy(shape, dtype, operands, compute, self.node.name)
+        if self.node.name in self.out_of:  # a graph output: written now, into its output tensor
+            out = self.new(shape, dtype)
+            self.region_into(out, lazy)
+            lazy.tensor = out
+        return lazy
+
+    def materialise(self, v: Any) -> Any:
+        """A Lazy value written to an HBM scratch tensor (once); anything else as it is."""
+        nl = _nl()
+        if isinstance(v, (list, tuple)):
+            return type(v)(self.materialise(x) for x in v)
+        if not isinstance(v, Lazy):
+            return v
+        if v.tensor is None:
+            t = Tensor(nl.ndarray(v.shape or (1,), _nc(v.dtype), buffer=nl.hbm, name=v.name), v.dtype)
+            if not v.shape:
+                t = _derive(t, 0, [])
+            self.region_into(t, v)
+            v.tensor = t
+        return v.tensor
+
+    def elementwise_into(self, out: Tensor, operands: list[Any], compute: Callable[..., Any], dtype: Any) -> None:
+        self.region_into(out, Lazy(out.shape, dtype, operands, compute, "copy"))
+
+    def region_into(self, out: Tensor, root: Lazy) -> None:
+        """One tile loop writing `root` into `out`: the HBM tensors it reads (through the Lazy values
+        it depends on) are loaded once per tile, every Lazy value computed once per tile."""
+        nl = _nl()
+        shape = out.shape
+        leaves: list[Tensor] = []
+        seen: set[int] = set()
+
+        def gather(v: Lazy) -> None:
+            for o in v.operands:
+                if isinstance(o, Lazy) and o.tensor is None:
+                    gather(o)
+                elif isinstance(o, (Tensor, Lazy)):
+                    t = o if isinstance(o, Tensor) else o.tensor
+                    if id(t) not in seen:
+                        seen.add(id(t))
+                        leaves.append(t)
+        gather(root)
+        dims = [_dims_of(out)] + [_broadcast_dims(t, shape) for t in leaves]
+        offsets = [out.view.offset] + [t.view.offset for t in leaves]
+        views = [out.view] + [t.view for t in leaves]
         coll = _split_rows(_collapse(dims))
         counts = [c for _, c in coll[0]]
         # the partition axis: the largest of all but the last axis
         pa = max(range(len(counts) - 1), key=lambda d: counts[d])
         lead = [d for d in range(len(counts) - 1) if d != pa]
         rows, cols = counts[pa], counts[-1]
+        index = {id(t): k for k, t in enumerate(leaves, start=1)}
+        full = any(coll[k][-1][0] != 0 for k in range(1, len(views)))
         for idx in itertools.product(*(range(counts[d]) for d in lead)):
             base = [off + sum(i * coll[k][d][0] for i, d in zip(idx, lead)) for k, off in enumerate(offsets)]
             for r0 in range(0, rows, 128):
                 p = min(128, rows - r0)
                 for c0 in range(0, cols, CHUNK):
                     f = min(CHUNK, cols - c0)
-                    tiles: list[Any] = list(operands)
-                    full = any(coll[k][-1][0] != 0 for k in range(1, len(views)))
-                    for k in range(1, len(views)):
-                        rs, cs = coll[k][pa][0], coll[k][-1][0]
-                        off = base[k] + r0 * rs + c0 * cs
-                        if cs == 0 and full:  # constant along the chunk: a [p, 1] column
-                            src = views[k].derive(0, off, ((rs, p), (0, 1)))
-                        else:
-                            src = views[k].derive(0, off, ((rs, p), (cs, f)))
-                        tiles[tensors[k - 1]] = nl.load(src)
-                    res = compute(tiles, (p, f))
+                    st = _TileLoop(p, f, [b + r0 * coll[k][pa][0] + c0 * coll[k][-1][0]
+                                          for k, b in enumerate(base)], coll, pa, views, index, full)
+                    res = st.tile(root)
                     if not hasattr(res, "shape"):
-                        res = nl.full((p, f), res, _nc(dtype))
+                        res = nl.full((p, f), res, _nc(root.dtype))
                     elif tuple(res.shape) != (p, f):
                         res = nl.copy(nl.broadcast_to(res, (p, f)))
                     rs, cs = coll[0][pa][0], coll[0][-1][0]
@@ -623,6 +681,47 @@ class _Lowering:
         if not shp:
             t = _derive(t, 0, [])
         self.elementwise_into(t, [x], lambda ts, _s: ts[0], x.dtype)
+        return t
+
+
+class _TileLoop:
+    """One tile of a region (region_into): its leaves loaded once, its Lazy values computed once."""
+
+    def __init__(self, p: int, f: int, offs: list[int], coll: list[list[tuple[int, int]]], pa: int,
+                 views: list[Any], index: dict[int, int], full: bool):
+        self.p, self.f, self.offs, self.coll, self.pa = p, f, offs, coll, pa
+        self.views, self.index, self.full = views, index, full
+        self.loaded: dict[int, Any] = {}
+        self.done: dict[int, Any] = {}
+        self.spans: dict[tuple[int, int, int, int], Any] = {}
+
+    def tile(self, o: Any) -> Any:
+        nl = _nl()
+        p, f = self.p, self.f
+        if isinstance(o, Lazy) and o.tensor is None:
+            if id(o) not in self.done:
+                self.done[id(o)] = o.compute([self.tile(x) for x in o.operands], (p, f))
+            return self.done[id(o)]
+        if not isinstance(o, (Tensor, Lazy)):
+            return o
+        k = self.index[id(o if isinstance(o, Tensor) else o.tensor)]
+        if k in self.loaded:
+            return self.loaded[k]
+        rs, cs = self.coll[k][self.pa][0], self.coll[k][-1][0]
+        off, view = self.offs[k], self.views[k]
+        start = off - off % cs if 1 < cs <= MAX_GATHER else -1
+        if cs == 0 and self.full:  # constant along the chunk: a [p, 1] column
+            t = nl.load(view.derive(0, off, ((rs, p), (0, 1))))
+        elif start >= 0 and start + f * cs <= view.buf.extent()[1]:
+            # every cs-th element (boxes[..., 0::4]): the contiguous span is loaded once for all the
+            # views into it (the four corners) and read with a step in SBUF
+            key = (id(view.buf), rs, cs, start)
+            if key not in self.spans:
+                self.spans[key] = nl.load(view.derive(0, start, ((rs, p), (1, f * cs))))
+            t = self.spans[key][:, off % cs::cs]
+        else:
+            t = nl.load(view.derive(0, off, ((rs, p), (cs, f))))
+        self.loaded[k] = t
         return t
 
 
@@ -750,6 +849,8 @@ def _unbind(low: _Lowering, x: Tensor, dim: int = 0) -> list[Tensor]:
 
 
 # ------------------------------------------------------------------ elementwise: Vector (ALU) and Scalar (activation)
+_BEFORE_ELEMENTWISE = set(_SUPPORTED)
+
 def _binary(op: str, swap: bool = False) -> Callable[..., Any]:
     def lower_binary(low: _Lowering, a: Any, b: Any, *, alpha: Any = 1, **_: Any) -> Tensor:
         nl = _nl()
@@ -884,6 +985,10 @@ def _full(low: _Lowering, shape: Any, value: Any = None, **kw: Any) -> Tensor:
     nl = _nl()
     dt = _nc(low.val.dtype)
     return low.elementwise([], lambda _t, s: nl.full(s, value, dt))
+
+
+_FUSABLE.update(h for n, h in _SUPPORTED.items() if n not in _BEFORE_ELEMENTWISE)
+_FUSABLE.add(_alias)
 
 
 # ------------------------------------------------------------------ rows: reductions, softmax, layer norm

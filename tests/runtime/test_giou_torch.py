@@ -23,6 +23,12 @@ def torch_giou(preds: np.ndarray, targets: np.ndarray) -> np.ndarray:
     GIoU (tests/nki/test_giou.py)."""
     a = torch.from_numpy(preds).reshape(len(preds), -1, 4)
     b = torch.from_numpy(targets).reshape(len(targets), -1, 4)
+    return giou(a, b).numpy()
+
+
+def giou(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """The eager GIoU as a plain torch function of boxes [..., 4] (x1, y1, x2, y2) -> [...]; also what
+    ncsim.torch.lower lowers (tests/test_torch_giou.py)."""
     ax1, ay1, ax2, ay2 = a.unbind(-1)
     bx1, by1, bx2, by2 = b.unbind(-1)
     eps = torch.tensor(EPS, dtype=torch.float32)
@@ -36,8 +42,7 @@ def torch_giou(preds: np.ndarray, targets: np.ndarray) -> np.ndarray:
     big_w = (torch.maximum(ax2, bx2) - torch.minimum(ax1, bx1)).clamp(min=0)
     big_h = (torch.maximum(ay2, by2) - torch.minimum(ay1, by1)).clamp(min=0)
     enclose = torch.maximum(big_w * big_h, eps)
-    giou = iou - (enclose - union) / enclose
-    return giou.numpy()
+    return iou - (enclose - union) / enclose
 
 
 def boxes(rng: np.random.Generator, rows: int = ROWS, cols: int = COLS) -> tuple[np.ndarray, np.ndarray]:
