@@ -8,7 +8,8 @@ gpsimd_simd_bits, and gpsimd_tcm_bytes of TCM, all zero at the start.
 
 The call's operands reach the interpreter as one byte buffer: operand j's elements, in its iteration
 order, from byte `base[j]`, `count[j]` of `itemsize[j]` bytes; per element the core that last wrote it
-(`owner`, 0: none) and where (`owner_pc`).
+(`owner`, 0: none) and where (`owner_pc`), and for the writable operands the first core that read it
+(`reader`, 0: none; cores run in order, so that is the lowest) and where (`reader_pc`).
 
 Cycle model (in-order, one instruction issued a cycle): an instruction issues when its source registers
 are ready; it occupies the core 1 cycle (strided accesses: one cycle a lane; block transfers and the
@@ -90,7 +91,7 @@ LANE_SIZE = np.array([LANE_BYTES[t] for t in LANE_TYPES], np.int64)  # by lane t
 
 # Error codes of the interpreter (err[0]); err[1] is the pc, err[2..] say more (see `message`).
 (E_NONE, E_TCM, E_POOL, E_INDEX, E_PARTITION, E_BRANCH, E_STEPS, E_RACE_WRITE, E_RACE_READ, E_ABSENT, E_INPUT,
- E_WIDTH, E_LANE, E_DTYPE, E_OPCODE) = range(15)
+ E_WIDTH, E_LANE, E_DTYPE, E_OPCODE, E_RACE_AFTER_READ) = range(16)
 
 # Per-opcode register tables, from the rows' operand names: which columns are source registers
 # (kind 1 scalar, 2 vector, 3 a register-or-immediate whose flag is that column), the destination
@@ -140,6 +141,8 @@ class Operands:
     elem0: np.ndarray  # int64 [6]: first element's index in owner / owner_pc
     owner: np.ndarray  # int32 [elements]
     owner_pc: np.ndarray  # int32 [elements]
+    reader: np.ndarray  # int32 [elements]: the first core that read it, + 1 (writable operands)
+    reader_pc: np.ndarray  # int32 [elements]
 
     @classmethod
     def make(cls, specs: list[tuple[np.ndarray, bool, bool, int, int] | None]) -> Operands:
@@ -159,8 +162,8 @@ class Operands:
             at += flat.nbytes
             elems += flat.size
         buf = np.concatenate(chunks) if chunks else np.zeros(0, np.uint8)
-        return cls(buf, base, count, isz, present, wr, hbm, part0, per_row, elem0, np.zeros(elems, np.int32),
-                   np.zeros(elems, np.int32))
+        return cls(buf, base, count, isz, present, wr, hbm, part0, per_row, elem0, *(np.zeros(elems, np.int32)
+                                                                                   for _ in range(4)))
 
     def values(self, j: int, dtype: np.dtype) -> np.ndarray:
         lo = int(self.base[j])
@@ -200,7 +203,8 @@ def run_cores(program: CoreProgram, cores: int, ops: Operands, config: Config) -
         cycles[c], steps[c] = _run(code, c, cores, p, sregs, sregs.view(np.float32), scratch, scratch.view(np.float32), vregs, vregs.view(np.float32),
                                    vregs.view(np.int32), vregs.view(np.int16), vregs.view(np.int8), tcm, ops.buf,
                                    ops.base, ops.count, ops.itemsize, ops.present, ops.writable, ops.hbm, ops.part0,
-                                   ops.per_row, ops.elem0, ops.owner, ops.owner_pc, SRC_COL, SRC_KIND, DST_COL,
+                                   ops.per_row, ops.elem0, ops.owner, ops.owner_pc, ops.reader, ops.reader_pc,
+                                   SRC_COL, SRC_KIND, DST_COL,
                                    DST_KIND, LAT, LANE_SIZE, err)
         if err[0] != E_NONE:
             raise CoreError(message(program, c, err, ops), program.loc(int(err[1])))
@@ -236,6 +240,10 @@ def message(program: CoreProgram, core: int, err: np.ndarray, ops: Operands) -> 
         verb = "writes" if code == E_RACE_WRITE else "reads"
         return (f"race between GpSimd cores: core {core} {verb} element {b} of {ARGS[a]} at {program.where(pc)},"
                 f" which core {c - 1} wrote at {other}; cores run with no synchronisation between them")
+    if code == E_RACE_AFTER_READ:
+        return (f"race between GpSimd cores: core {core} writes element {b} of {ARGS[a]} at {program.where(pc)},"
+                f" which core {c - 1} read at {program.where(d)}; cores run with no synchronisation between them,"
+                f" so core {c - 1} may read it before or after the write")
     if code == E_ABSENT:
         return f"{where}: the call gives no operand {ARGS[a]}"
     if code == E_INPUT:
@@ -322,7 +330,8 @@ def _set_int(t, vi32, vi16, vi8, r, i, x):
 
 @numba.njit(cache=True)
 def _run(code, core, ncores, p, si, sf, scr_i, scr_f, vr, vf, vi32, vi16, vi8, tcm, buf, base, count, isz, present, writable, hbm,
-         part0, per_row, elem0, owner, owner_pc, src_col, src_kind, dst_col, dst_kind, lat_class, lane_size, err):
+         part0, per_row, elem0, owner, owner_pc, reader, reader_pc, src_col, src_kind, dst_col, dst_kind, lat_class,
+         lane_size, err):
     tcm_lat, div_lat, taken, sbuf_setup, elem_cycles, block_fixed, hbm_bpc_k, tcm_bytes, pool_bytes, limit, ppc, vbytes = (
         p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11])
     n = code.shape[0] - 1
@@ -624,8 +633,16 @@ def _run(code, core, ncores, p, si, sf, scr_i, scr_f, vr, vf, vi32, vi16, vi8, t
                         e, o, owner_pc[g]
                     return t, steps
                 if write:
+                    first_reader = reader[g]
+                    if first_reader != 0 and first_reader != core + 1:
+                        err[0], err[1], err[2], err[3], err[4], err[5] = (E_RACE_AFTER_READ, pc, arg, e, first_reader,
+                                                                          reader_pc[g])
+                        return t, steps
                     owner[g] = core + 1
                     owner_pc[g] = pc
+                elif writable[arg] == 1 and reader[g] == 0:
+                    reader[g] = core + 1
+                    reader_pc[g] = pc
             b0 = base[arg] + first * sz
             if op == O_TCM_LOAD:
                 for q in range(nbytes):

@@ -71,6 +71,21 @@ def test_race_between_cores_names_both_lines():
     assert text.count("call.s:") >= 2  # both source lines
 
 
+def test_race_core_reads_what_another_core_writes_later():
+    # core 0 reads element 32 of out0 (core 1's block), then core 1 writes it: reported although
+    # core 0 ran first (readers are recorded), with both source lines
+    src = BLOCKS.replace("    tcm_store out0, r2, r4, 32\n", "    tcm_store out0, r2, r4, 32\n    li r7, 32\n"
+                         "    bne r1, 0, skip\n    eld r8, out0, r7\nskip:\n")
+    with pytest.raises(SimError) as e:
+        run(src + "gpsimd_call relu, y, x\n")
+    text = str(e.value)
+    assert "race between GpSimd cores: core 1 writes element 32 of out0" in text and "which core 0 read" in text
+    assert "call.s:" in text.split("which core 0 read at")[1]  # the reader's line too
+    # a core reading back what it wrote itself is no race
+    own = BLOCKS.replace("    tcm_store out0, r2, r4, 32\n", "    tcm_store out0, r2, r4, 32\n    eld r8, out0, r2\n")
+    run(own + "gpsimd_call relu, y, x\n")
+
+
 @pytest.mark.parametrize("body, message", [
     ("li r1, 65536\n ld r2, r1, 0", "outside the core's 65536 bytes of TCM"),
     ("talloc r1, 16384\n talloc r2, 64", "the TCM pool (gpsimd_tcm_pool_bytes = 16384) has 0 bytes left"),
