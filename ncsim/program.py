@@ -68,6 +68,7 @@ from ncsim.memory.access import AccessPattern, Immediate
 
 if TYPE_CHECKING:
     from ncsim.asm.build import Encoded
+    from ncsim.config import Config
 
 ENGINES = isa.ENGINES
 ACCESS_READ, ACCESS_WRITE = 1, 2  # bits of fp_access
@@ -110,6 +111,10 @@ class Program:
     semaphores: dict[int, str] = field(default_factory=dict)  # the source's `.sem` names, by number
     gpsimd: list[Any] = field(default_factory=list)  # the GpSimd programs (ncsim.gpsimd.code), see link_gpsimd
     obj: ObjectFile | None = field(default=None, repr=False)  # the object it was read from, if any
+    # The configuration whose rules every instruction is known to keep: set where the assembler made
+    # the program under it (ncsim.runtime.run.load_program) or verify_program checked it against it.
+    # The functional machine then runs the instructions without checking their rules again.
+    rules_kept: Config | None = field(default=None, repr=False)
     _given: list[Instruction] | None = field(default=None, repr=False)  # from_instructions: as given
     _bodies: list[Instruction] = field(default_factory=list, repr=False)  # body -> its first, decoded
     _instrs: dict[int, Instruction] = field(default_factory=dict, repr=False)

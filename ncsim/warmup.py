@@ -20,6 +20,8 @@ source file or numba changes.
 from __future__ import annotations
 
 import importlib
+import os
+import pickle
 import pkgutil
 import struct
 import sys
@@ -30,8 +32,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 # One small program that reaches every compiled kernel: the assembler's synchronisation, the
-# functional engines (activation and its accumulators, float and bitwise reductions, the scan, the
-# matmul, bn_stats/bn_aggr, max8 with match_replace), the timing model, the race check and the report.
+# functional engines (activation and its accumulators, fp32 elementwise operators computed into
+# memory, float and bitwise reductions, the scan, the matmul, bn_stats/bn_aggr, max8 with
+# match_replace), the timing model, the race check and the report.
 PROGRAM = """\
 # ncsim warmup: every compiled kernel of the simulator once, on small tiles
 .kernel warmup
@@ -53,6 +56,7 @@ memset col, 0.5
 activation b, gelu, a, bias=col, reduce_cmd=reset_reduce, reduce_res=col
 activation c, softplus, b
 tensor_reduce col, add, c, 1
+tensor_tensor c, c, b, subtract
 iota ints, [[1, 64]], 0, channel_multiplier=64
 tensor_reduce ired, bitwise_xor, ints, 1
 tensor_tensor_scan c, a, b, 0.0, multiply, add
@@ -189,7 +193,7 @@ def fast_cache_loads() -> bool:
         return False
 
     def load_overload(self: Any, sig: Any, target_context: Any) -> Any:
-        rtsys.initialize(target_context)  # what a loaded function needs of the refresh
+        initialize_runtime(target_context)  # what a loaded function needs of the refresh
         data = None
         with self._guard_against_spurious_io_errors():
             data = self._load_overload(sig, target_context)
@@ -203,6 +207,87 @@ def fast_cache_loads() -> bool:
     _lazy_cached_bitcode()
     _lazy_numba_environments()
     return True
+
+
+def initialize_runtime(target_context: Any, cache_dir: Path | None = None) -> str:
+    """Initialise numba's runtime (NRT) as numba.core.runtime.rtsys.initialize does, but with its
+    compiled part from a file. Numba compiles the runtime's few LLVM functions (reference counts,
+    atomics) in every process before the first function runs or loads: 40-50 ms, a sixth of a warm
+    run. Here the object code of that library is kept in `cache_dir` (default: ncsim's __pycache__,
+    or NUMBA_CACHE_DIR), in a file named by numba's and llvmlite's versions and the host CPU and its
+    features, and loaded when it is there. Gives "loaded", "compiled" (and written, if it could be),
+    "numba" (numba's own initialisation: this numba is not laid out as expected, or loading failed)
+    or "ready" (initialised already)."""
+    from numba.core.runtime import nrt
+
+    rtsys = nrt.rtsys
+    if getattr(rtsys, "_init", False):
+        return "ready"
+    helpers = getattr(getattr(nrt, "_nrt", None), "c_helpers", None)
+    create = getattr(getattr(nrt, "nrtdynmod", None), "create_nrt_module", None)
+    if not isinstance(helpers, dict) or create is None or not hasattr(rtsys, "_init"):
+        rtsys.initialize(target_context)
+        return "numba"
+    import llvmlite.binding as ll
+    from numba.core import config
+    from numba.core.compiler_lock import global_compiler_lock
+
+    codegen = target_context.codegen()
+    path = _runtime_cache_file(codegen, cache_dir)
+    with global_compiler_lock:
+        if config.NRT_STATS:
+            nrt._nrt.memsys_enable_stats()
+        for py_name, address in helpers.items():  # the C helpers, as numba registers them
+            ll.add_symbol(py_name if py_name.startswith("_") else "NRT_" + py_name, address)
+        library = None
+        if path is not None and path.is_file():
+            try:
+                library = codegen.unserialize_library(pickle.loads(path.read_bytes()))
+            except Exception:  # noqa: BLE001 - a damaged or foreign file: numba's own way instead
+                library = None
+            if library is None or library.get_pointer_to_function("NRT_incref") == 0:
+                rtsys.initialize(target_context)
+                return "numba"
+            rtsys._library = library
+            rtsys._init = True
+            return "loaded"
+        ir_module, library = create(target_context)
+        library.enable_object_caching()
+        library.add_ir_module(ir_module)
+        library.finalize()
+        rtsys._library = library
+        rtsys._init = True
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            temp.write_bytes(pickle.dumps(library.serialize_using_object_code()))
+            os.replace(temp, path)
+        except OSError:
+            pass  # a read-only installation: compiled in each process, as numba does
+    return "compiled"
+
+
+def _runtime_cache_file(codegen: Any, cache_dir: Path | None) -> Path | None:
+    """Where initialize_runtime keeps the runtime's object code for this numba, llvmlite and CPU."""
+    import hashlib
+
+    import llvmlite
+    import llvmlite.binding as ll
+    import numba
+
+    try:  # the CPU as numba's code generator sees it (NUMBA_CPU_NAME and NUMBA_CPU_FEATURES included)
+        parts = (numba.__version__, llvmlite.__version__, sys.version, ll.get_process_triple(),
+                 codegen._get_host_cpu_name(), codegen._get_host_cpu_features())
+    except Exception:  # noqa: BLE001 - without a key there is no safe file
+        return None
+    key = "|".join(str(p) for p in parts)
+    if cache_dir is None:
+        from numba.core import config
+
+        root = getattr(config, "CACHE_DIR", "") or ""
+        cache_dir = Path(root) if root else Path(__file__).resolve().parent / "__pycache__"
+    return cache_dir / f"numba_runtime-{hashlib.sha256(key.encode()).hexdigest()[:16]}.bin"
 
 
 def _lazy_cached_bitcode() -> bool:

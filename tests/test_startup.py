@@ -220,6 +220,41 @@ def test_cached_kernel_bitcode_is_parsed_only_when_linked(tmp_path):
     assert run("outer") == ["1"]  # outer loads from the cache the previous process wrote
 
 
+def test_runtime_is_compiled_once_then_loaded(tmp_path):
+    """initialize_runtime compiles numba's runtime library and keeps its object code in the cache
+    folder; the next process loads it instead of compiling, and functions compiled after it (they
+    link the runtime) and loaded ones run. A damaged file falls back to numba's own initialisation."""
+    script = textwrap.dedent(f"""
+        import numba
+        import numpy as np
+        from numba.core.registry import cpu_target
+        from pathlib import Path
+        from ncsim import warmup
+
+        how = warmup.initialize_runtime(cpu_target.target_context, Path({str(tmp_path / "cache")!r}))
+        again = warmup.initialize_runtime(cpu_target.target_context, Path({str(tmp_path / "cache")!r}))
+
+        @numba.njit
+        def total(n):
+            return np.ones(n).sum() + len([1, 2])
+
+        assert total(5) == 7.0
+        print(how, again)
+    """)
+
+    def run() -> list[str]:
+        done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                              check=False, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    assert run() == ["compiled", "ready"]
+    (written,) = (tmp_path / "cache").glob("numba_runtime-*.bin")
+    assert run() == ["loaded", "ready"]
+    written.write_bytes(b"not a pickle")
+    assert run() == ["numba", "ready"]
+
+
 def test_object_symbols_are_the_modules_definitions():
     """The symbols read from a compiled function's object code are the names numba lists from its
     module's bitcode (functions and globals that are not declarations); a non-ELF buffer gives None."""

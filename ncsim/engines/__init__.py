@@ -5,6 +5,9 @@ to the rows of the instruction table it runs (`isa.InstrSpec.slots`).
   Before it runs, the instruction's rules (`ncsim.asm.rules.first_problem`, the functions the
   assembler checks) are checked again, so an object made elsewhere gets the assembler's error, not
   a crash; the execute functions check only what the run alone can know (values read from memory).
+  The functional machine skips that check (calls the function as `execute.__wrapped__`) for a
+  program whose instructions are known to keep the rules of its configuration
+  (`ncsim.program.Program.rules_kept`: the assembler made it, or `verify_program` checked it).
 - `reference(instr, inputs, state) -> outputs` computes the same from plain arrays, written as
   directly from the definition as possible (explicit loops where order matters): `inputs` maps
   each tile operand the instruction reads (and each in-place destination) to its stored values,

@@ -197,6 +197,52 @@ def _scalar_op(code: int, a: np.float32, b: np.float32) -> np.float32:
     return np.float32(np.nan)
 
 
+# ---------------------------------------------------------------- straight into memory
+# The operators `apply_into` computes, with its own codes (fixed here, not the table's order, which
+# the compiled kernel does not see).
+INTO_CODES = {"add": 0, "subtract": 1, "multiply": 2, "divide": 3, "maximum": 4, "minimum": 5}
+
+
+@numba.njit(cache=True, error_model="numpy")
+def apply_into(code: int, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """out = a op b elementwise, as `apply` computes it, written into `out` (float32 arrays of five
+    axes, all of out's shape; a size-1 operand is a stride-0 view), for the operators of INTO_CODES.
+
+    Used by the engines to compute straight into the destination's memory (no result array, no copy,
+    no second pass for NaNs). Elements are visited in row-major order, each read before its result
+    is written, so `out` may be `a` or `b` itself but must not overlap them otherwise (the caller
+    checks). Bit-identical to `apply` (the tests compare them): each result is one fp32 operation;
+    maximum/minimum select without branches, NaN if either operand is NaN, and two zeros give the
+    sign IEEE asks for (+0 + -0 = +0 for maximum, -(-x + -y) for minimum); NaN results canonical."""
+    nan = np.array([np.uint32(0x7FC00000)]).view(np.float32)[0]
+    zero = np.float32(0)
+    n0, n1, n2, n3, n4 = out.shape
+    for i0 in range(n0):
+        for i1 in range(n1):
+            for i2 in range(n2):
+                for i3 in range(n3):
+                    for i4 in range(n4):
+                        x = a[i0, i1, i2, i3, i4]
+                        y = b[i0, i1, i2, i3, i4]
+                        if code == 0:
+                            r = x + y
+                        elif code == 1:
+                            r = x - y
+                        elif code == 2:
+                            r = x * y
+                        elif code == 3:
+                            r = x / y
+                        elif code == 4:
+                            m = x if (x > y) | np.isnan(x) else y
+                            z = x + y
+                            r = z if (x == zero) & (y == zero) else m
+                        else:
+                            m = x if (x < y) | np.isnan(x) else y
+                            z = -((-x) + (-y))
+                            r = z if (x == zero) & (y == zero) else m
+                        out[i0, i1, i2, i3, i4] = nan if np.isnan(r) else r
+
+
 # ---------------------------------------------------------------- bit patterns
 def to_bits(raw: np.ndarray, dtype) -> np.ndarray:
     """The 32-bit pattern (uint32) a bitwise operator sees for stored values of `dtype`: signed

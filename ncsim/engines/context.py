@@ -10,6 +10,8 @@ placed at the instruction.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from ncsim.runtime.machine import Machine
 
 Operand = AccessPattern | Immediate | None
+DST = "<dst>"  # in Context.fp32_into's steps: the destination, as the step before left it
 
 
 class Context:
@@ -143,6 +146,69 @@ class Context:
         raise self.fail(f"{self.label(name_or_ap)} has shape {list(ap.shape)} but the result has shape"
                         f" {list(values.shape)}")
 
+    # ------------------------------------------------------------------ straight into the destination
+    def fp32_into(self, dst: str, steps: Sequence[tuple[str, Any, Any]], scalars: tuple[str, ...] = ()) -> bool:
+        """Compute fp32 elementwise operators straight into dst's memory, when they can be: no result
+        array, no copy into the destination, no pass to find NaNs (alu.apply_into). Gives the values,
+        footprints and warnings of reading the operands, computing with alu.apply and storing with
+        write().
+
+        `steps`: (op, x, y), computed as x op y in order, each result rounded to fp32 and stored; x
+        and y are the name of a tile operand shaped like dst, the name of one of `scalars` (an
+        immediate, or a [P, 1] column repeated along the free axes), DST (the destination as the step
+        before left it) or a Python float (a constant).
+
+        Returns False, having read and written nothing, where this path does not apply: an operator
+        apply_into does not compute, dst not f32, an operand not stored as fp32 or shaped otherwise
+        than dst, a tile that overlaps dst without being it, a dst that visits a byte twice, views the
+        compiled kernel does not take (contiguous or unaligned). The caller then computes the
+        general way."""
+        ops = self.instr.operands
+        d = ops[dst]
+        if not isinstance(d, AccessPattern) or d.dtype != dtypes.FLOAT32 or not d.on_chip or _self_overlaps(d):
+            return False
+        codes = []
+        names: list[str] = []
+        for op, x, y in steps:
+            code = alu.INTO_CODES.get(op)
+            if code is None:
+                return False
+            codes.append(code)
+            names += [n for n in (x, y) if isinstance(n, str) and n != DST and n not in names]
+        mem = self.mem
+        try:
+            out = mem.view5(d)
+            arrays: dict[Any, np.ndarray] = {DST: out}
+            for n in names:
+                v = ops[n]
+                if isinstance(v, Immediate):
+                    arrays[n] = _constant5(v.value, out.shape)
+                    continue
+                if not isinstance(v, AccessPattern) or v.dtype.storage != np.float32:
+                    return False
+                if n in scalars:
+                    self.check_column(n, v, d.partitions)  # the general path's error, if any
+                    if not v.on_chip:
+                        return False
+                    arrays[n] = mem.column5(v, out.shape, 5 - len(d.shape))
+                elif v.shape != d.shape or (v != d and _may_overlap(v, d)):
+                    return False
+                else:
+                    arrays[n] = mem.view5(v)
+        except AccessError:
+            return False  # the general path says where
+        for a in arrays.values():
+            if a.flags.c_contiguous or a.flags.f_contiguous or not a.flags.aligned:
+                return False  # numba would compile another signature for these
+        for n in names:
+            if not isinstance(ops[n], Immediate):
+                self.read_raw_view(n)  # records the read, warns of unwritten bytes
+        mem.mark_written(d)
+        self.machine.record(self, d, write=True)
+        for code, (_, x, y) in zip(codes, steps):
+            alu.apply_into(code, _operand(arrays, x, out.shape), _operand(arrays, y, out.shape), out)
+        return True
+
     # ------------------------------------------------------------------ shapes
     def rows(self, *names: str) -> tuple[int, int]:
         """(partitions, free elements) shared by the named tile operands, else a shape error: an
@@ -163,3 +229,44 @@ class Context:
         """A SimError at this instruction (raise it: `raise ctx.fail(...)`)."""
         loc = self.machine.loc(self.engine, self.index)
         return SimError(f"{self.instr.mnemonic}: {message}", loc)
+
+
+# ---------------------------------------------------------------------- fp32_into's helpers
+_CONSTANTS: dict[tuple[float, float, tuple[int, ...]], np.ndarray] = {}
+
+
+def _constant5(value: float, shape: tuple[int, ...]) -> np.ndarray:
+    """A float32 constant as a five-axis array of `shape` (every stride 0), kept by value, sign (-0.0
+    equals 0.0 as a key) and shape: a loop uses the same few, and no kernel writes to them."""
+    key = (value, math.copysign(1.0, value), shape)
+    c = _CONSTANTS.get(key)
+    if c is None:
+        if len(_CONSTANTS) >= 4096:
+            _CONSTANTS.clear()
+        c = _CONSTANTS[key] = np.ndarray(shape, np.float32, np.full(1, value, np.float32), 0, (0,) * 5)
+    return c
+
+
+def _operand(arrays: dict[Any, np.ndarray], x: Any, shape: tuple[int, ...]) -> np.ndarray:
+    return _constant5(x, shape) if isinstance(x, float) else arrays[x]
+
+
+def _may_overlap(a: AccessPattern, b: AccessPattern) -> bool:
+    """Whether two patterns may touch a common byte (same memory, partitions and byte ranges meet)."""
+    if a.memory != b.memory:
+        return False
+    if a.on_chip and (a.partition >= b.partition + b.partitions or b.partition >= a.partition + a.partitions):
+        return False
+    (alo, ahi), (blo, bhi) = a.byte_span(), b.byte_span()
+    return alo < bhi and blo < ahi
+
+
+def _self_overlaps(ap: AccessPattern) -> bool:
+    """Whether the free dimensions may visit one element twice (a stride-0 or interleaved dimension).
+    Sufficient test: sorted by |step|, each step passes the whole reach of the smaller ones."""
+    reach = 0
+    for step, count in sorted((abs(s), c) for s, c in ap.dims if c > 1):
+        if step <= reach:
+            return True
+        reach += step * (count - 1)
+    return False

@@ -29,7 +29,7 @@ import numpy as np
 
 from ncsim import isa
 from ncsim.engines import alu, refalu, reference, semantics
-from ncsim.engines.context import Context
+from ncsim.engines.context import DST, Context
 from ncsim.memory.access import Immediate
 from ncsim.numerics import from_f32, to_f32
 
@@ -166,17 +166,35 @@ def _copy_or_relu(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, has_bias: 
     return alu.canonical(v)
 
 
+def _copy_or_relu_into(ctx: Context, has_bias: bool) -> bool:
+    """_copy_or_relu computed straight into dst's memory with the ALU's fp32 operators, where
+    Context.fp32_into can: x * scale (x * 1 is x), + bias, and relu as IEEE maximum(v, +0), which is
+    v for v > 0, +0 for -0 and below, NaN for NaN (all made canonical)."""
+    scale = ctx["scale"]
+    one = isinstance(scale, Immediate) and scale.value == 1  # x * 1 is x: no pass for it (NaNs end canonical)
+    steps = [] if one else [("multiply", "data", "scale")]
+    if has_bias:
+        steps.append(("add", DST if steps else "data", "bias"))
+    if ctx["op"] == "relu":
+        steps.append(("maximum", DST if steps else "data", 0.0))
+    if not steps:  # copy: x * 1 makes NaNs canonical
+        steps.append(("multiply", "data", "scale"))
+    return ctx.fp32_into("dst", steps, scalars=("scale", "bias"))
+
+
 # ------------------------------------------------------------------ the instructions
 def _activate(ctx: Context, reduce_cmd: str) -> None:
     p, _ = ctx.rows("dst", "data")  # rules column, activation-dtypes and reciprocal-bias held
-    scale = np.broadcast_to(ctx.scalar("scale", p).reshape(-1), (p,)).astype(np.float32)
     has_bias = ctx["bias"] is not None
-    bias = ctx.scalar("bias", p).reshape(p) if has_bias else np.zeros(p, np.float32)
-    if ctx["op"] in ("copy", "relu"):
-        out = _copy_or_relu(ctx.read2d_view("data"), scale, bias, has_bias, ctx["op"] == "relu")
-    else:
-        out = activation_kernel(ctx.read2d("data"), scale, bias, has_bias, CODES[ctx["op"]])
-    ctx.write("dst", out)
+    # copy and relu straight into dst's memory where the accumulators do not need the results
+    if not (ctx["op"] in ("copy", "relu") and reduce_cmd in ("idle", "reset") and _copy_or_relu_into(ctx, has_bias)):
+        scale = np.broadcast_to(ctx.scalar("scale", p).reshape(-1), (p,)).astype(np.float32)
+        bias = ctx.scalar("bias", p).reshape(p) if has_bias else np.zeros(p, np.float32)
+        if ctx["op"] in ("copy", "relu"):
+            out = _copy_or_relu(ctx.read2d_view("data"), scale, bias, has_bias, ctx["op"] == "relu")
+        else:
+            out = activation_kernel(ctx.read2d("data"), scale, bias, has_bias, CODES[ctx["op"]])
+        ctx.write("dst", out)
     lanes = slice(ctx.ap("data").partition, ctx.ap("data").partition + p)
     regs = ctx.state.get(REGS)
     regs = np.full(ctx.config.pmax, np.nan, np.float32) if regs is None else regs.copy()  # never in place

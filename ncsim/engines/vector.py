@@ -11,7 +11,7 @@ import numpy as np
 from ncsim import isa
 from ncsim.asm.rules import reduce_axes
 from ncsim.engines import alu, refalu, reference, semantics
-from ncsim.engines.context import Context
+from ncsim.engines.context import DST, Context
 from ncsim.memory.access import AccessPattern, Immediate
 from ncsim.numerics import from_f32, to_f32
 
@@ -35,7 +35,7 @@ def tensor_tensor(ctx: Context) -> None:
     elif op in WRAP_INT_OPS and _int32_wrap(ctx, "dst", "data1", "data2"):
         a, b = (ctx.read_raw(n).reshape(p, f).astype(np.int64) for n in ("data1", "data2"))
         ctx.write_bits("dst", (WRAP_INT_OPS[op](a, b) & 0xFFFFFFFF).astype(np.uint32))
-    else:
+    elif not ctx.fp32_into("dst", [(op, "data1", "data2")]):
         ctx.write("dst", alu.apply(op, ctx.read2d_view("data1"), ctx.read2d_view("data2")))
 
 
@@ -122,7 +122,8 @@ def tensor_scalar(ctx: Context) -> None:
         for op, name, rev in steps:
             x = _bits(op, x, _scalar_bits(ctx, name, p), rev)
         ctx.write_bits("dst", x)
-    else:
+    elif not ctx.fp32_into("dst", [(op, name, x) if rev else (op, x, name) for x, (op, name, rev)
+                                   in zip(("data", DST), steps)], scalars=("operand0", "operand1")):
         x = ctx.read2d_view("data")
         for op, name, rev in steps:
             x = _arith(op, x, ctx.scalar(name, p), rev)

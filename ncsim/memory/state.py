@@ -73,6 +73,12 @@ class MemoryState:
         self._located: dict[AccessPattern, tuple[Region, int, tuple[int, ...], tuple[int, ...]]] = {}
         self._read_views: dict[AccessPattern, np.ndarray] = {}
         self._write_views: dict[AccessPattern, np.ndarray] = {}
+        self._views5: dict[AccessPattern, np.ndarray] = {}
+        # The declared HBM tensors by address, with the pattern of each whole tensor: a read inside a
+        # tensor written whole (an input the host loaded) needs no look at the mask.
+        self._tensors = sorted(((t.address, t.address + t.nbytes, self.tensor_pattern(t))
+                                for t in tensors if t.memory == "hbm" and t.nbytes), key=lambda e: e[:2])
+        self._tensor_starts = [lo for lo, _, _ in self._tensors]
 
     # ------------------------------------------------------------------ locating an access
     def _hbm_region(self, ap: AccessPattern) -> Region:
@@ -130,6 +136,29 @@ class MemoryState:
             kept[ap] = v
         return v
 
+    def view5(self, ap: AccessPattern) -> np.ndarray:
+        """A writable view of the elements `ap` visits with five axes: its shape (partition axis first
+        on chip) after as many leading axes of one element as it takes. The compiled elementwise kernels
+        take this one form (ncsim.engines.alu.apply_into); kept like the read views."""
+        v = self._views5.get(ap)
+        if v is None:
+            if len(self._views5) >= VIEW_CACHE:
+                self._views5.clear()
+            region, start, shape, strides = self._locate(ap)
+            pad = 5 - len(shape)
+            v = np.ndarray((1,) * pad + shape, ap.dtype.storage, region.flat, start, (0,) * pad + strides)
+            self._views5[ap] = v
+        return v
+
+    def column5(self, ap: AccessPattern, shape: tuple[int, ...], axis: int) -> np.ndarray:
+        """A [P, 1] on-chip column as a five-axis view of `shape` whose axis `axis` walks the
+        partitions and whose other axes repeat the column's value (stride 0): a per-partition scalar
+        laid against a view5 of that shape."""
+        region, start, _, strides = self._locate(ap)
+        steps = [0] * 5
+        steps[axis] = strides[0]
+        return np.ndarray(shape, ap.dtype.storage, region.flat, start, tuple(steps))
+
     def _byte_mask_view(self, ap: AccessPattern) -> np.ndarray:
         """The written-mask bytes of the elements `ap` visits, to fill or to test with all(). A pattern
         that visits one contiguous run of bytes in each partition gets that run as a plain 2-D slice,
@@ -157,6 +186,12 @@ class MemoryState:
         """How many elements `ap` visits whose bytes were never written."""
         if ap in self._complete:
             return 0
+        if ap.memory == Memory.HBM and self._tensors:
+            lo, hi = ap.byte_span()
+            i = bisect.bisect_right(self._tensor_starts, lo) - 1
+            if i >= 0 and hi <= self._tensors[i][1] and self._tensors[i][2] in self._complete:
+                self._complete.add(ap)
+                return 0
         if self._byte_mask_view(ap).all():
             self._complete.add(ap)
             return 0
@@ -167,6 +202,10 @@ class MemoryState:
     def write(self, ap: AccessPattern, raw: np.ndarray) -> None:
         """Store `raw` (storage dtype, `ap.shape` or broadcastable to it) at the elements `ap` visits."""
         self._kept_view(self._write_views, ap, writeable=True)[...] = raw
+        self.mark_written(ap)
+
+    def mark_written(self, ap: AccessPattern) -> None:
+        """Record that every byte `ap` visits is written (for a store made straight into a view)."""
         if ap not in self._complete:
             self._byte_mask_view(ap)[...] = True
             self._complete.add(ap)

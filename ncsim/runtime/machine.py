@@ -14,6 +14,10 @@ When no engine can go on and some still have instructions, the program has deadl
 DeadlockError names each waiting engine, its instruction and source line, the condition and the
 semaphore's value.
 
+Every instruction's rules are checked before it runs (ncsim.engines.semantics), except in a program
+known to keep them under the machine's configuration (Program.rules_kept: assembled under it, or
+held to it by verify_program), so a program built any other way still gets the assembler's errors.
+
 Each instruction's reads and writes are recorded as footprints (memory, partitions, byte range) for
 the race checker of the timing model; reads of memory nothing wrote are collected as warnings.
 """
@@ -89,6 +93,10 @@ class Machine:
         # PSUM bytes whose current value a matmul wrote: only those may be accumulated onto.
         self.psum_from_matmul = np.zeros((config.pmax, config.psum_partition_bytes), np.bool_)
         self.pcs = {e: 0 for e in ENGINES}
+        # Each execute function checks the instruction's rules first (ncsim.engines.semantics); a program
+        # whose instructions are known to keep them under this configuration (the assembler made it, or
+        # verify_program checked it) skips that: the functions behind the check are run directly.
+        self.rules_kept = self.program.rules_kept is not None and self.program.rules_kept == config
 
     # ------------------------------------------------------------------ the program
     @cached_property
@@ -191,8 +199,11 @@ class Machine:
     def _execute(self, engine: str, index: int, k: int) -> None:
         instr = self.program.instruction(k)
         ctx = Context(self, engine, index, instr)
+        execute = instr.spec.slots["execute"]
+        if self.rules_kept:
+            execute = getattr(execute, "__wrapped__", execute)
         try:
-            instr.spec.slots["execute"](ctx)
+            execute(ctx)
         except NcsimError as e:
             raise e.at(self.loc(engine, index)) if e.loc is None else e from None
         except MemoryError:

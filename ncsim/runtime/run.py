@@ -105,6 +105,7 @@ def load_program(program: str | Path | ObjectFile | Program, config: Config,
                                         getattr(obj, "semaphores", {}))
             prog.obj = obj
             prog.link_gpsimd(obj.gpsimd)
+            prog.rules_kept = config  # the assembler checked every instruction under `config`
             return prog, path, False
     from ncsim.asm.elf import load_object
 

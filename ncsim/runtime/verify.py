@@ -47,6 +47,7 @@ def verify_program(prog: Program, config: Config) -> None:
             check_instruction(prog.instruction(k), config)
         except AsmError as e:
             raise SimError(e.message, prog.loc(k), notes=e.notes) from None
+    prog.rules_kept = config  # the machine need not check them again
 
 
 def candidates(prog: Program, config: Config) -> np.ndarray:
