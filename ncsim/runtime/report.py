@@ -136,6 +136,9 @@ class Report:
     latency: int  # ticks with neither: transfers waiting out their latency (L)
     critical_path: tuple[tuple[str, int], ...]  # (PATH_KINDS name, ticks on the critical path): sums to total
     verdict: Verdict
+    # Each GpSimd core's busy ticks over the run's gpsimd_calls (empty without any): the engine is busy
+    # for a call until its slowest core ends; a faster core is done earlier (docs/gpsimd.md#cycles).
+    gpsimd_cores: tuple[int, ...] = ()
 
     # ------------------------------------------------------------------ units and shares
     def ns(self, ticks: float) -> float:
@@ -199,6 +202,9 @@ class Report:
         lines.append(f"cycles   {'; '.join(parts)}")
         lines.append("")
         lines += self.table()
+        if self.gpsimd_cores:
+            lines.append("cores    GpSimd cores busy: " + ", ".join(
+                f"{c} {self.ns(t) / 1000:.3f} µs {100 * self.share(t):.0f}%" for c, t in enumerate(self.gpsimd_cores)))
         lines.append("")
         lines += self._dma_lines()
         peak = cfg.tensor_peak_flops
@@ -363,8 +369,15 @@ def report(result: TimingResult) -> Report:
         dma_active=dma_active, chunk_efficiency=eff_num / eff_den if eff_den else 1.0, hbm_bytes=hbm_bytes,
         hbm_capped=capped, flops=flops, fp32_matmuls=fp32, computing=computing, moving=both - computing,
         latency=total - both, critical_path=_critical_path(r, releaser, is_dma, last_piece, prev_piece),
-        verdict=Verdict("empty", None, ""))
+        verdict=Verdict("empty", None, ""), gpsimd_cores=_gpsimd_cores(r))
     return replace(rep, verdict=verdict(rep))
+
+
+def _gpsimd_cores(r: TimingResult) -> tuple[int, ...]:
+    from ncsim.engines.cores import calls_per_core
+
+    ks, ticks = calls_per_core(r)
+    return tuple(int(t) for t in ticks.sum(axis=0)) if len(ks) else ()
 
 
 _DMA_CAUSE, _ENGINE_CAUSE = 1, 2

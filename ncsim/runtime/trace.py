@@ -10,6 +10,9 @@ nothing for it). The file holds one process, "NeuronCore-v2", and these tracks (
   named by its mnemonic; its args hold `instr` (engine[index]), `at` (file:line:col), `source`
   (the source line), `asm` (the instruction as assembly text), `cost` (its formula with the
   numbers), `sem_wait_ns` and `port_wait_ns`, and `start_tick` / `end_tick` (exact, see below);
+- with gpsimd_calls in the run, one per GpSimd core, "GpSimd core <N>": a slice per call from the
+  call's start for that core's cycles (args: instr, cycles); the GpSimd engine's slice of the call
+  lasts until its slowest core ends (docs/gpsimd.md#cycles);
 - one per DMA queue in use, "DMA q<N>": a slice per dma_copy from the moment its first piece starts
   moving to the moment its last piece ends (args: bytes, pieces, achieved GB/s, `queued_ns` from the
   issue to the first piece). Transfers of one queue can overlap in time (their pieces run on
@@ -665,6 +668,11 @@ def _chunks(result: TimingResult, obj: ObjectFile | None):
     tr_ns0, tr_ns1 = perfetto_ns(tr_ps0), perfetto_ns(tr_ps1)
     tr_lane = lanes(tr.queue, tr_ns0, tr_ns1)
     tracks = [(name, ("engine", e)) for e, name in enumerate(ENGINE_TRACKS)]
+    from ncsim.engines.cores import calls_per_core
+
+    call_ks, core_ticks = calls_per_core(result)
+    if len(call_ks):
+        tracks += [(f"GpSimd core {c}", ("core", c)) for c in range(core_ticks.shape[1])]
     lane_keys = sorted(set(zip(tr.queue.tolist(), tr_lane.tolist(), strict=True)))
     tracks += [(f"DMA q{qu}" + (f" ({la + 1})" if la else ""), ("lane", qu, la)) for qu, la in lane_keys]
     dma_engines = sorted(set(np.unique(result.piece_engine).tolist()))
@@ -745,6 +753,19 @@ def _chunks(result: TimingResult, obj: ObjectFile | None):
             engine_name[p_instr], index[p_instr], result.piece_queue, result.piece_bytes, _floats(p_rate, ev)],
            p_ps0, p_dur, base2 + np.arange(result.pieces), True)
 
+    # GpSimd cores: a slice per call and core that ran.
+    base3 = base2 + result.pieces
+    call_i, core_c = np.nonzero(core_ticks)
+    c_k = call_ks[call_i]
+    c_ps0 = start_ps[c_k]
+    c_dur = perfetto_ns(ticks_to_ps(result.start[c_k] + core_ticks[call_i, core_c], hz)) - perfetto_ns(c_ps0)
+    c_tid = np.array([tid[("core", c)] for c in core_c.tolist()], np.int64)
+    ev.add(['{"name":"core ', (_INT, 0), '","cat":"gpsimd_core","ph":"X","ts":', (_FIX6, 1), ',"dur":', (_FIX3, 2),
+            pid, (_INT, 3), ',"args":{"instr":"', (_STR, 4), "[", (_INT, 5), ']","cycles":', (_INT, 6), "}}"],
+           [core_c, c_ps0, c_dur, c_tid, engine_name[c_k], index[c_k],
+            core_ticks[call_i, core_c] // result.config.ticks_per_cycle("gpsimd")],
+           c_ps0, c_dur, base3 + np.arange(len(c_k)), True)
+
     # Flows: from the signalling slice (a dma_copy's transfer) to the waiting instruction.
     sig, wait = result.edge_signal.astype(np.int64), result.edge_wait.astype(np.int64)
     tr_tid = np.append(tr_tid, 0)  # a dummy last row keeps the indexing below valid without transfers
@@ -762,7 +783,7 @@ def _chunks(result: TimingResult, obj: ObjectFile | None):
            start_ps[wait], dur_ns[wait], 3 * wait + 2, False)
 
     # Counters: each series in order of time (the order of addition breaks ties).
-    last = base2 + result.pieces
+    last = base3 + len(c_k)
     h_time, h_rate = (result.hbm_time, result.hbm_rate) if len(result.hbm_time) else ([0], [0.0])  # no DMA: 0
     h_ps = ticks_to_ps(h_time, hz)
     gbs = np.asarray(h_rate, float) * (hz / 1e9)

@@ -115,3 +115,31 @@ def test_step_limit_names_core_pc_and_line():
     with pytest.raises(SimError) as e:
         run(".gpsimd p\nspin:\n jmp spin\n.end\ngpsimd_call p, y, x, cores=1\n")
     assert "GpSimd core 0, call.s:6:2 (p[0] jmp 0)" in str(e.value)
+
+
+def test_report_and_trace_show_each_core():
+    # core 0 runs 20 more instructions than the others: its track is longer, the engine's slice lasts
+    # until it ends, and the report gives every core's busy time
+    from ncsim.engines.cores import core_cycles
+    from ncsim.runtime.report import report
+    from ncsim.runtime.trace import trace_dict
+
+    src = BLOCKS.replace("    li r5, 2\n", "    li r5, 2\n    bne r1, 0, go\n    li r9, 20\nspin:\n    loop r9, spin\ngo:\n")
+    m, _ = run(src + "gpsimd_call relu, y, x\n")
+    timing = time_program(m.program, DEFAULT)
+    k = m.program.find("gpsimd", 0)
+    per_core = core_cycles(timing.instruction(k), DEFAULT)
+    assert per_core[0] > per_core[1] == per_core[7]
+    tpc = DEFAULT.ticks_per_cycle("gpsimd")
+    rep = report(timing)
+    assert rep.gpsimd_cores == tuple(int(c) * tpc for c in per_core)
+    assert "GpSimd cores busy: 0 " in rep.format() and ", 7 " in rep.format()
+    events = trace_dict(timing)["traceEvents"]
+    names = {e["tid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    assert [names[t] for t in sorted(names) if names[t].startswith("GpSimd core")] == [f"GpSimd core {c}" for c in range(8)]
+    cores = sorted((e for e in events if e.get("cat") == "gpsimd_core"), key=lambda e: e["name"])
+    assert [e["args"]["cycles"] for e in cores] == per_core.tolist()
+    call = next(e for e in events if e.get("cat") == "instruction" and e["name"] == "gpsimd_call")
+    assert all(e["ts"] == call["ts"] for e in cores)
+    assert max(round(e["ts"] * 1000 + e["dur"]) for e in cores) <= round(call["ts"] * 1000 + call["dur"])
+    assert cores[0]["dur"] > cores[1]["dur"]
