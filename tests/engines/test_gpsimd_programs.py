@@ -56,3 +56,16 @@ def test_giou_gpsimd_rows_quote_the_runs():
         assert f"| {name}.s {quoted}" in doc, f"docs/gpsimd.md: {quoted}"
         if name == "giou_gpsimd":
             assert f"| 32: Sync 16, Scalar 8, GpSimd 8 {quoted}" in readme, f"README: {quoted}"
+
+
+@pytest.mark.parametrize("name", RELU_STEPS)
+def test_relu_programs_are_torch_ops(name):
+    """docs/gpsimd.md#torch: each ReLU step as a torch operator, bit for bit torch.relu at a shape whose
+    elements are neither whole blocks nor whole vectors (3 x 1000: partial block, partial vector)."""
+    torch = pytest.importorskip("torch")
+    import ncsim.torch
+
+    op = ncsim.torch.custom_op(f"gpsimd_test::{name}", str(ROOT / "programs" / f"{name}.s"))
+    x = torch.randn(3, 1000, generator=torch.Generator().manual_seed(0))
+    x[0, :4] = torch.tensor([-0.0, float("nan"), float("-inf"), float("inf")])
+    assert torch.equal(op(x).view(torch.int32), torch.relu(x).view(torch.int32))
