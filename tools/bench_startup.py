@@ -59,9 +59,12 @@ def commands(tmp: Path, trees: list[Path]) -> dict[str, tuple[list[str], dict[st
     return cmds
 
 
-def once(argv: list[str], env: dict[str, str]) -> float:
+def once(argv: list[str], env: dict[str, str], cwd: Path) -> float:
+    """Wall seconds of one command, run in `cwd` (not the checkout: `python -c` puts the current
+    folder first on sys.path, which would shadow a --tree's ncsim)."""
     start = time.perf_counter()
-    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False, env=env)
+    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False, env=env,
+                          cwd=cwd)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         sys.exit(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stderr}")
@@ -81,11 +84,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cmds = commands(Path(tmp), [t.resolve() for t in args.tree])
         for argv, env in cmds.values():  # warm the OS file cache and numba's
-            once(argv, env)
+            once(argv, env, Path(tmp))
         times: dict[str, list[float]] = {name: [] for name in cmds}
         for _ in range(args.n):
             for name, (argv, env) in cmds.items():
-                times[name].append(once(argv, env))
+                times[name].append(once(argv, env, Path(tmp)))
     floor_name = next(iter(cmds))
     floor = min(times[floor_name])
     print(f"best of {args.n}, alternating; python {sys.version.split()[0]}")
