@@ -191,7 +191,8 @@ def access_rows(gathered: Gathered) -> AccessRows:
 class Synced:
     """The waits automatic synchronisation inserted: edge j makes `consumer[j]` wait for `producer[j]`
     (program order), a hazard of `kind[j]` (0 RAW, 1 WAR, 2 WAW) between operands; `sem_of` maps a
-    stream id to its semaphore, `rank[g]` is g's place among its stream's producers (from 1)."""
+    stream id to its semaphore, `rank[g]` is g's place among its stream's producers (from 1). Edge
+    columns are int32 (kind, memory int8), rank int32."""
 
     producer: np.ndarray
     consumer: np.ndarray
@@ -251,22 +252,19 @@ def synchronise(gathered: Gathered, num_semaphores: int, reserved: set[int]) -> 
     # an edge's operands: the rows' places among their instructions' accesses, in their chunks' tables
     pa = acc.operand[gathered.chunk[producer], prow - acc.ptr[producer]]
     ca = acc.operand[gathered.chunk[consumer], crow - acc.ptr[consumer]]
-    memory = acc.shape_memory[acc.shape[prow]]
+    memory = acc.shape_memory.astype(np.int8)[acc.shape[prow]]
     operand_names = acc.operand_names
     del acc  # the largest table of the assembly: gone before encoding
-    producers = np.unique(producer)
-    waited = sorted({names[s] for s in stream[producers].tolist()}, key=lambda s: (s.startswith("dma"), s))
+    producers = np.flatnonzero(np.bincount(producer, minlength=gathered.n))  # sorted, each once
+    waited = sorted({names[s] for s in np.unique(stream[producers]).tolist()}, key=lambda s: (s.startswith("dma"), s))
     free = [s for s in range(num_semaphores) if s not in reserved]
     if len(waited) > len(free):
         raise AsmError(f"automatic synchronisation needs {len(waited)} semaphores, {len(free)} are free")
     sem_of = {names.index(s): sem for s, sem in zip(waited, free)}
-    rank = np.zeros(gathered.n, np.int64)
-    if len(producers):
-        ps = stream[producers]
-        order = np.argsort(ps, kind="stable")
-        sorted_streams = ps[order]
-        group_start = np.searchsorted(sorted_streams, sorted_streams, side="left")
-        rank[producers[order]] = np.arange(len(order)) - group_start + 1
+    rank = np.zeros(gathered.n, np.int32)
+    for s in np.unique(stream[producers]).tolist():  # a stream's producers count 1, 2, ... in program order
+        mine = producers[stream[producers] == s]
+        rank[mine] = np.arange(1, len(mine) + 1, dtype=np.int32)
     return Synced(producer, consumer, kind, pa, ca, memory, sem_of, rank, operand_names)
 
 
@@ -289,6 +287,10 @@ class Encoded:
 
     def stream_bytes(self, e: int) -> bytes:
         return self.words[self.word_first[e]:self.word_first[e + 1]].tobytes()
+
+    def stream_view(self, e: int) -> memoryview:
+        """Stream e's bytes without a copy: a read-only view of `words` (which encoding leaves read-only)."""
+        return memoryview(self.words[self.word_first[e]:self.word_first[e + 1]].view(np.uint8)).toreadonly()
 
 
 _SEM_WAIT = isa.BY_MNEMONIC["sem_wait"]
@@ -417,6 +419,7 @@ def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
     first = np.zeros(len(ENGINES) + 1, np.int64)
     np.cumsum(np.bincount(engine[gk], minlength=len(ENGINES)) if k_count else np.zeros(len(ENGINES), np.int64),
               out=first[1:])
+    words.flags.writeable = False  # the object's streams are views of it (Encoded.stream_view)
     return Encoded(words, word_first, pos, first, file, line, col, gk)
 
 

@@ -256,11 +256,11 @@ class EdgeArrays(NamedTuple):
     """The minimal edges, one entry each, in the order `synchronise` lists them (by consumer, then
     latest producer first)."""
 
-    producer: np.ndarray  # int64 instruction index
-    consumer: np.ndarray  # int64 instruction index
-    kind: np.ndarray  # int64: 0 RAW, 1 WAR, 2 WAW (KINDS)
-    producer_row: np.ndarray  # int64 access row of the producer's side of the hazard
-    consumer_row: np.ndarray  # int64 access row of the consumer's side
+    producer: np.ndarray  # int32 instruction index
+    consumer: np.ndarray  # int32 instruction index
+    kind: np.ndarray  # int8: 0 RAW, 1 WAR, 2 WAW (KINDS)
+    producer_row: np.ndarray  # int32 access row of the producer's side of the hazard
+    consumer_row: np.ndarray  # int32 access row of the consumer's side
 
 
 def synchronise_arrays(stream: np.ndarray, engine: np.ndarray, acc_ptr: np.ndarray, acc_memory: np.ndarray,
@@ -774,7 +774,7 @@ def _sweep(stream, engine, ids, acc_ptr, write, off, first_p, end_p, shape, tabl
     stack = np.empty((STACK, 2), np.int64)  # (node, blocks it covers) of the subtrees pending
     scratch = np.empty((2, 5, MAX_DIMS + 1), np.int64)
     cap = 1024
-    out = np.empty((cap, 5), np.int64)
+    out = np.empty((cap, 5), np.int32)  # int32: instructions and rows number < 2**31
     edges = 0
     most = 0
     for i in range(n):
@@ -841,7 +841,7 @@ def _sweep(stream, engine, ids, acc_ptr, write, off, first_p, end_p, shape, tabl
             kind, e, lt = _first_hazard(off, first_p, end_p, shape, table, dims, write, acc_ptr, j, i, scratch)
             if edges == cap:
                 cap *= 2
-                grown = np.empty((cap, 5), np.int64)
+                grown = np.empty((cap, 5), np.int32)
                 grown[:edges] = out[:edges]
                 out = grown
             out[edges, 0] = j
@@ -858,5 +858,5 @@ def _sweep(stream, engine, ids, acc_ptr, write, off, first_p, end_p, shape, tabl
             clock_after[i, s] = known[s]
         for r in range(acc_ptr[i], acc_ptr[i + 1]):
             filled[own * CLASSES + table[shape[r], S_MEM] * 2 + write[r]] += 1
-    out = out[:edges]
-    return (out[:, 0].copy(), out[:, 1].copy(), out[:, 2].copy(), out[:, 3].copy(), out[:, 4].copy())
+    kinds = out[:edges, 2].astype(np.int8)
+    return (out[:edges, 0].copy(), out[:edges, 1].copy(), kinds, out[:edges, 3].copy(), out[:edges, 4].copy())
