@@ -767,6 +767,7 @@ def alu_info(name: str) -> tuple[str, int, str, bool, str, tuple[str, ...]]:
 # fp32 is one IEEE operation rounded to nearest even, every NaN made is 0x7FC00000; integers wrap. Costs are
 # in GpSimd cycles by the in-order model of docs/gpsimd.md (config: gpsimd_* parameters).
 SREG, VREG = RegKind("r"), RegKind("v")
+VREG4 = RegKind("v", group=4)  # vld4's destinations: 4 consecutive vector registers
 INT_B = RegOrImmKind(float_imm=False)
 FLT_B = RegOrImmKind(float_imm=True)
 TARGET = TargetKind()
@@ -867,6 +868,14 @@ CORE_TABLE: tuple[InstrSpec, ...] = (
                          Operand("b", INT_B, "stride in bytes: register or constant")),
           "strided store", "the lane-sized element of TCM at ra + i * b = lane i of vs, for i in order.",
           "lanes cycles (one TCM element a cycle)"),
+    _core("vld4", 0xC4, (_LANE, Operand("vd", VREG4, "the first of 4 destinations: vd..vd+3"),
+                                      _r("ra", "TCM byte address"), Operand("off", IntKind(), "byte offset")),
+          "load and de-interleave structures of 4 lanes (like ARM's LD4)",
+          "with e = the 4n lane-sized elements of TCM at ra + off (n lanes of the type: 256 bytes), lane i of"
+          " v(vd+k) = e[4i + k] for k = 0..3: 16 boxes of 4 f32 corners (x1 y1 x2 y2) become the registers of"
+          " their x1, y1, x2 and y2.",
+          "4 cycles (256 bytes over the 64-byte TCM port, one access a cycle); the 4 results are ready"
+          " gpsimd_tcm_access_cycles (3) after the last"),
     *(_core(m, 0xB4 + i, (_LANE, _v("vd", "destination"), _v("va", "first operand"), _v("vb", "second operand")),
             f"lanewise {m[1:]}", f"lane i of vd = {text} of the lanes i of va and vb: f32 as one fp32 operation"
             " (docs/numerics.md), integers modulo 2**bits.", _LONG if m == "vdiv" else ISSUE)

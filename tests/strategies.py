@@ -75,7 +75,7 @@ def values(kind: F.Kind) -> st.SearchStrategy:
     if isinstance(kind, G.ProgramKind):
         return st.integers(0, 2**16 - 1)
     if isinstance(kind, G.RegKind):
-        return st.integers(0, G.REGISTERS - 1)
+        return st.integers(0, kind.last)  # a group of registers (vld4's) must end by the last register
     if isinstance(kind, G.RegOrImmKind):
         imm = f32 if kind.float_imm else st.integers(F.INT32_MIN, F.INT32_MAX)
         return st.one_of(st.integers(0, G.REGISTERS - 1).map(G.Reg), imm)

@@ -62,11 +62,18 @@ def bits_f32(b: int) -> float:
 
 @dataclass(frozen=True)
 class RegKind(Kind):
-    """A register: r0..r31 (scalar, 32 bits) or v0..v31 (vector, 512 bits)."""
+    """A register: r0..r31 (scalar, 32 bits) or v0..v31 (vector, 512 bits). With `group` > 1, the first
+    of `group` consecutive registers (vld4's destinations): the last must still be a register."""
 
     prefix: str = "r"
     size: int = 1
     kind_name: str = "register"
+    group: int = 1
+
+    @property
+    def last(self) -> int:
+        """The highest register number that can name the group."""
+        return REGISTERS - self.group
 
     @property
     def pattern(self) -> re.Pattern[str]:
@@ -74,6 +81,9 @@ class RegKind(Kind):
 
     def describe(self) -> str:
         what = "scalar" if self.prefix == "r" else "vector"
+        if self.group > 1:
+            return (f"{what} register {self.prefix}0..{self.prefix}{self.last}, the first of {self.group}"
+                    " consecutive registers")
         return f"{what} register {self.prefix}0..{self.prefix}{REGISTERS - 1}"
 
     def parse(self, cur: Cursor, env: ParseEnv) -> int:
@@ -85,12 +95,17 @@ class RegKind(Kind):
         if n >= REGISTERS:
             raise cur.error(f"there is no register {tok.text}: the registers are {self.prefix}0..{self.prefix}"
                             f"{REGISTERS - 1}", tok)
+        if n > self.last:
+            raise cur.error(f"{tok.text} names {self.group} registers {tok.text}..{self.prefix}{n + self.group - 1},"
+                            f" past {self.prefix}{REGISTERS - 1}: the first of the group must be at most"
+                            f" {self.prefix}{self.last}", tok)
         cur.next()
         return n
 
     def check(self, value: Any) -> None:
-        if not is_int(value) or not 0 <= value < REGISTERS:
-            raise FieldError(f"register number {value} is outside 0..{REGISTERS - 1}")
+        if not is_int(value) or not 0 <= value <= self.last:
+            raise FieldError(f"register number {value} is outside 0..{self.last}"
+                             + (f" (the first of {self.group} consecutive registers)" if self.group > 1 else ""))
 
     def encode(self, value: int) -> bytes:
         return bytes([value])

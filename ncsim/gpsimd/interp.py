@@ -12,9 +12,10 @@ order, from byte `base[j]`, `count[j]` of `itemsize[j]` bytes; per element the c
 (`reader`, 0: none; cores run in order, so that is the lowest) and where (`reader_pc`).
 
 Cycle model (in-order, one instruction issued a cycle): an instruction issues when its source registers
-are ready; it occupies the core 1 cycle (strided accesses: one cycle a lane; block transfers and the
-element accessor: their whole cost, the core waits); its result is ready `latency` cycles after issue
-(1; TCM loads gpsimd_tcm_access_cycles; fdiv and vdiv gpsimd_divide_cycles); a taken branch adds
+are ready; it occupies the core 1 cycle (strided accesses: one cycle a lane; vld4: 4 cycles, one 64-byte
+TCM access each; block transfers and the element accessor: their whole cost, the core waits); its result is
+ready `latency` cycles after its last cycle (1; TCM loads gpsimd_tcm_access_cycles; fdiv and vdiv
+gpsimd_divide_cycles); a taken branch adds
 gpsimd_branch_taken_cycles. A core's time is the cycle after its last instruction.
 """
 
@@ -78,6 +79,7 @@ O_VCVT = OP["vcvt"]
 O_VEXT = OP["vext"]
 O_VLANE = OP["vlane"]
 O_VLD = OP["vld"]
+O_VLD4 = OP["vld4"]
 O_VLDS = OP["vlds"]
 O_VMAX = OP["vmax"]
 O_VOR = OP["vor"]
@@ -95,7 +97,7 @@ LANE_SIZE = np.array([LANE_BYTES[t] for t in LANE_TYPES], np.int64)  # by lane t
 
 # Per-opcode register tables, from the rows' operand names: which columns are source registers
 # (kind 1 scalar, 2 vector, 3 a register-or-immediate whose flag is that column), the destination
-# (column, kind) and the result's latency class (0: 1 cycle, 1: TCM load, 2: divide).
+# (column, kind: 1 scalar, 2 vector, 3 vld4's 4 vector registers) and the result's latency class (0: 1 cycle, 1: TCM load, 2: divide).
 _SOURCES = ("ra", "rs", "rt", "ri", "b", "va", "vb", "vs", "vm")
 _DESTS = ("rd", "vd")
 
@@ -116,9 +118,9 @@ def _tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarra
                 j += 1
             if o.name in _DESTS:
                 dst_col[row.opcode] = col
-                dst_kind[row.opcode] = 1 if o.kind.prefix == "r" else 2
+                dst_kind[row.opcode] = 1 if o.kind.prefix == "r" else 2 if o.kind.group == 1 else 3  # 3: v..v+3
             col += w
-        lat[row.opcode] = 1 if row.mnemonic in ("ld", "vld", "vlds") else 2 if row.mnemonic in ("fdiv", "vdiv") else 0
+        lat[row.opcode] = 1 if row.mnemonic in ("ld", "vld", "vld4", "vlds") else 2 if row.mnemonic in ("fdiv", "vdiv") else 0
     return src_col, src_kind, dst_col, dst_kind, lat
 
 
@@ -471,6 +473,17 @@ def _run(code, core, ncores, p, si, sf, scr_i, scr_f, vr, vf, vi32, vi16, vi8, t
                     vr[c1, q] = tcm[addr + q]
                 else:
                     tcm[addr + q] = vr[c1, q]
+        elif op == O_VLD4:
+            s = lane_size[c1]
+            addr = np.int64(si[c3]) + _wrap(c4, 32)
+            if addr < 0 or addr + 4 * vbytes > tcm_bytes:
+                err[0], err[1], err[2], err[3], err[4] = E_TCM, pc, addr, 4 * vbytes, tcm_bytes
+                return t, steps
+            for i in range(vbytes // s):
+                for k in range(4):
+                    for q in range(s):
+                        vr[c2 + k, i * s + q] = tcm[addr + (4 * i + k) * s + q]
+            busy = 4  # 4 x 64 bytes over the 512-bit TCM port
         elif op == O_VLDS or op == O_VSTS:
             s = lane_size[c1]
             lanes = vbytes // s
@@ -673,8 +686,11 @@ def _run(code, core, ncores, p, si, sf, scr_i, scr_f, vr, vf, vi32, vi16, vi8, t
             ready = issue + busy - 1 + (tcm_lat if lc == 1 else div_lat if lc == 2 else 1)
             if dst_kind[op] == 1:
                 sready[row[d]] = ready
-            else:
+            elif dst_kind[op] == 2:
                 vready[row[d]] = ready
+            else:
+                for k in range(4):
+                    vready[row[d] + k] = ready
         t = issue + busy
         if nxt < 0 or nxt > n:
             err[0], err[1], err[2] = E_BRANCH, pc, nxt

@@ -132,6 +132,13 @@ def step(c: Core, instr: Any, args: dict[str, np.ndarray]) -> int | None:
             c.v[o["vd"]] = c.tcm[a:a + n]
         else:
             c.tcm[a:a + n] = c.v[o["vs"]]
+    elif m == "vld4":
+        size = LANE_BYTES[o["t"]]
+        n = c.v.shape[1]
+        a = c.i(o["ra"]) + o["off"]
+        elems = c.tcm[a:a + 4 * n].view({1: np.uint8, 2: np.uint16, 4: np.uint32}[size])
+        for k in range(4):
+            c.v[o["vd"] + k] = elems[k::4].copy().view(np.uint8)
     elif m in ("vlds", "vsts"):
         size = LANE_BYTES[o["t"]]
         lanes = c.v.shape[1] // size

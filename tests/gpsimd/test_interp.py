@@ -25,7 +25,7 @@ EDGE_F32 = [0.0, -0.0, 1.0, -1.0, 0.5, 1.5, 2.5, -2.5, 3.4e38, -3.4e38, 1e-45, f
             float("nan"), 16777217.0, 2147483648.0, -2147483904.0, 65504.0]
 EDGE_INT = [0, 1, -1, 2**31 - 1, -2**31, 127, -128, 32767, -32768, 255, 65535, 0x7FC00000, 0x7F800001]
 CONTROL = {"beq", "bne", "blt", "bge", "jmp", "loop", "halt", "tcm_load", "tcm_store", "eld", "est", "talloc"}
-MEMORY = {"ld", "st", "vld", "vst", "vlds", "vsts"}
+MEMORY = {"ld", "st", "vld", "vld4", "vst", "vlds", "vsts"}
 ROWS = [pytest.param(r, id=r.mnemonic) for r in isa.CORE_TABLE if r.mnemonic not in CONTROL]
 SETUP = ".hbm x u8[{n}] in\n.hbm y u8[{n}] out\n.gpsimd p\n  li r31, 0\n  tcm_load r31, in0, r31, {n}\n{loads}{body}" \
         "{stores}  li r31, 0\n  tcm_store out0, r31, r31, {n}\n.end\ngpsimd_call p, y, x, cores=1\n"
@@ -79,6 +79,8 @@ def test_instruction_matches_reference(row: isa.InstrSpec, data):
             ops["b"] = data.draw(st.sampled_from([4, 8, 16, -4, 0, 1, 2]))
     if row.mnemonic == "vdiv":
         ops["t"] = "f32"
+    if row.mnemonic == "vld4":  # its 4 destinations among the registers the program stores back
+        ops["vd"] = data.draw(st.integers(0, NREG - 4))
     if row.mnemonic in ("vlane", "vext"):
         ops["lane"] = data.draw(st.integers(0, 64 // {"f32": 4, "i32": 4, "i16": 2, "i8": 1}[ops["t"]] - 1))
     instr = Instruction(row, "gpsimd", ops)
@@ -117,6 +119,11 @@ def test_cycle_counts_by_hand():
     assert cycles("li r1, 4\ntop:\n add r2, r2, 1\n loop r1, top") == [1 + 4 * 2 + 3 * 2]
     # strided vector load: one lane a cycle (16 f32 lanes)
     assert cycles("li r1, 0\n vlds f32, v0, r1, 8") == [1 + 16]
+    # vld4: 4 cycles (256 bytes, 64 a cycle), its 4 registers ready 3 cycles after the last: the vadd
+    # reading v3 issues at 1 + 4 + 2
+    assert cycles("li r1, 0\n vld4 f32, v0, r1, 0\n vadd f32, v4, v3, v0") == [1 + 4 + 2 + 1]
+    # ... an instruction not reading them runs meanwhile
+    assert cycles("li r1, 0\n vld4 f32, v0, r1, 0\n li r2, 1\n li r3, 2\n vadd f32, v4, v3, v0") == [1 + 4 + 2 + 1]
     # element accessor: gpsimd_element_access_cycles
     assert cycles("li r1, 0\n eld r2, in0, r1") == [1 + DEFAULT.gpsimd_element_access_cycles]
     # a block from HBM: the fixed cost, the DMA latency and 64 bytes at 17 B/ns at 1.4 GHz
@@ -128,3 +135,26 @@ def test_cycle_counts_by_hand():
     assert cycles("li r1, 0\n tcm_load r1, in0, r1, 16") == [expect]
     # every core runs; core 1 skips the work
     assert cycles("coreid r1\n bne r1, 0, end\n li r2, 1\n li r2, 2\nend:", cores=2) == [4, 2 + 2]
+
+
+def test_vld4_deinterleaves_boxes():
+    """16 boxes of 4 f32 corners, x1 y1 x2 y2 interleaved, become 4 registers of 16 x1, y1, x2, y2."""
+    boxes = np.arange(64, dtype=np.float32) * 1.5 - 7
+    src = (".hbm x f32[64] in\n.hbm y f32[64] out\n.gpsimd p\n li r1, 0\n tcm_load r1, in0, r1, 64\n"
+           " vld4 f32, v28, r1, 0\n vst v28, r1, 0\n vst v29, r1, 64\n vst v30, r1, 128\n vst v31, r1, 192\n"
+           " tcm_store out0, r1, r1, 64\n.end\ngpsimd_call p, y, x, cores=1\n")
+    prog = assemble(src, "b.s").gpsimd[0]
+    ops = Operands.make([(np.zeros(64, np.float32), True, True, 0, 0), (boxes.copy(), False, True, 0, 0), None, None,
+                         None, None])
+    run_cores(prog, 1, ops, DEFAULT)
+    assert np.array_equal(ops.values(0, np.float32), boxes.reshape(16, 4).T.reshape(-1))
+
+
+def test_vld4_group_must_end_by_v31():
+    from ncsim.errors import AsmError
+
+    src = ".gpsimd p\n li r1, 0\n vld4 f32, v29, r1, 0\n.end\n"
+    with pytest.raises(AsmError) as e:
+        assemble(src, "g.s")
+    text = str(e.value)
+    assert "g.s:3:" in text and "v29..v32" in text and "at most v28" in text, text
