@@ -103,6 +103,9 @@ CLOSE = {
     "amax": (lambda x: x.amax(-1), 0),
     "amin": (lambda x: x.amin(-1, keepdim=True), 0),
     "mean": (lambda x: x.mean(-1), None),
+    # reductions over leading axes (the bias gradient of a linear layer: sum over the batch axis 0)
+    "sum_axis0": (lambda x: x.sum(0, keepdim=True), None),
+    "amax_axis0": (lambda x: x.amax(0), 0),
     "softmax": (lambda x: torch.softmax(x, -1), 32),
     "log_softmax": (lambda x: torch.log_softmax(x, dim=-1), 32),
     "layer_norm": (lambda x: torch.nn.functional.layer_norm(x, (x.shape[-1],)), None),
@@ -173,10 +176,18 @@ def test_an_unsupported_op_names_itself_the_line_and_the_supported_list():
     assert nt.supported_ops() == sorted(nt.supported_ops()) and "aten._softmax.default" in nt.supported_ops()
 
 
-def test_a_reduction_over_a_leading_axis_is_refused_at_its_line():
-    with pytest.raises(nt.LoweringError, match="reduces the last axes") as e:
-        nt.lower(lambda x: x.sum(0), rand(4, 8))
+def test_a_softmax_over_a_leading_axis_is_refused_at_its_line():
+    with pytest.raises(nt.LoweringError, match="takes the last axis") as e:
+        nt.lower(lambda x: torch.softmax(x, 0), rand(4, 8))
     assert e.value.loc is not None and e.value.loc.file == __file__
+    assert e.value.op == "aten._softmax.default"
+
+
+def test_a_reduction_over_middle_axes_of_three():
+    x = rand(150, 37, 5)
+    for fn in (lambda x: x.sum([0, 2]), lambda x: x.amax(1, keepdim=True), lambda x: x[:, :3].mean()):
+        v = nt.validate(fn, x)
+        torch.testing.assert_close(v.run.outputs[0], fn(x), rtol=1e-4, atol=1e-5)
 
 
 def test_called_with_other_shapes_says_to_lower_again():

@@ -38,6 +38,8 @@ MAX_ROW = 8192  # elements of the row a reduction, softmax or layer norm keeps i
 class LoweringError(NcsimError):
     """A torch function ncsim cannot lower: the op, the line of the function that used it."""
 
+    op: str | None = None  # the torch op refused ("aten.cumsum.default"), when one op is the reason
+
 
 # ------------------------------------------------------------------ values while lowering
 @dataclass
@@ -217,7 +219,7 @@ class Lowered:
         arrays = self._arrays(tensors)
         r = nki.simulate(self.kernel, tuple(arrays), {}, values=values, config=self.config)
         outs = r.outputs if isinstance(r.outputs, (tuple, list)) else [r.outputs]
-        got = [torch.from_numpy(np.ascontiguousarray(_from_kernel(o, spec)))
+        got = [torch.from_numpy(np.ascontiguousarray(_from_kernel(o, spec))).reshape(spec[0])
                for o, spec in zip(outs, self.output_specs)] if values else []
         self.last = LoweredRun(got, r)
         return self.last
@@ -231,9 +233,10 @@ class Lowered:
         if self._asm is None:
             from ncsim import nki
             from ncsim.nki.emit import asm_text
+            from ncsim.nki.typing import Placeholder
 
-            self._asm = asm_text(nki.simulate(self.kernel, tuple(self._arrays(tuple(self.example))), {},
-                                              values=False, config=self.config))
+            args = [Placeholder(tuple(ex.shape) or (1,), _nc(ex.dtype)) for ex in self.example] + self.constants
+            self._asm = asm_text(nki.simulate(self.kernel, tuple(args), {}, values=False, config=self.config))
         return self._asm
 
     def __str__(self) -> str:
@@ -246,6 +249,7 @@ class Lowered:
 
     output_specs: list[Any]
     single: bool
+    graph_outputs: list[bool]  # per output of the graph: a tensor the program gives (False: None)
 
 
 def _torch() -> Any:
@@ -315,7 +319,9 @@ def _fail(node: Any, message: str) -> LoweringError:
 
     file, line, text = node_source(node)
     loc = SourceLoc(file, line, 1, text, max(len(text), 1)) if file is not None and line is not None else None
-    return LoweringError(message, loc)
+    err = LoweringError(message, loc)
+    err.op = _op_name(node.target) if node.op == "call_function" else None
+    return err
 
 
 def lower(fn: Any, *example_inputs: Any, config: Config | None = None) -> Lowered:
@@ -352,21 +358,15 @@ class _Wrap:  # replaced by a torch.nn.Module subclass on first use (torch is im
 
 
 def _build(fn: Any, ep: Any, example: list[Any], config: Config) -> Lowered:
+    """The Lowered program of an ExportedProgram (its parameters, buffers and constants are
+    constants of the program)."""
     from torch.export.graph_signature import InputKind
 
     torch = _torch()
-    graph = ep.graph_module.graph
-    nodes = list(graph.nodes)
-    # fail early, at the user's line, for any op not lowered (before tracing anything)
-    for node in nodes:
-        if node.op == "call_function" and node.target is not _getitem() and _op_name(node.target) not in _SUPPORTED:
-            name = _op_name(node.target)
-            raise _fail(node, f"torch op {name} is not supported by ncsim's lowering;"
-                              f" ncsim.torch.supported_ops() lists those it is: {', '.join(supported_ops())}")
-        if node.op == "call_function":
-            _check_dtype(node, torch)
+    nodes = list(ep.graph_module.graph.nodes)
+    _check_nodes(nodes)
     specs = {s.arg.name: s for s in ep.graph_signature.input_specs}
-    user_nodes, const_nodes, constants = [], [], []
+    user_nodes, const_nodes = [], []
     for node in nodes:
         if node.op != "placeholder":
             continue
@@ -388,21 +388,82 @@ def _build(fn: Any, ep: Any, example: list[Any], config: Config) -> Lowered:
         pnames = []
     names = [p if len(pnames) == len(example) and p.isidentifier() else f"in{i}" for i, p in enumerate(pnames
              if len(pnames) == len(example) else range(len(example)))]
+    prog = _build_graph(fn, _fname(fn), nodes, user_nodes, const_nodes, names, example, config,
+                        ep.call_spec.out_spec.is_leaf())
+    prog.exported = ep
+    return prog
+
+
+def lower_graph(gm: Any, example_inputs: list[Any], name: str = "graph", config: Config | None = None) -> Lowered:
+    """Lower an FX GraphModule of core ATen ops (what torch.compile's aot_autograd hands a backend:
+    every placeholder a tensor input, the output a tuple) with the same node mapping as `lower`.
+    `example_inputs` give the shapes and dtypes (fake tensors will do). The program returns the
+    graph's tensor outputs in order (an output that is None in the graph is left out:
+    `Lowered.graph_outputs` tells where they go)."""
+    nodes = list(gm.graph.nodes)
+    _check_nodes(nodes)
+    user_nodes = [n for n in nodes if n.op == "placeholder"]
+    const_nodes = []
+    for node in nodes:
+        if node.op == "get_attr":
+            value = getattr(gm, node.target)
+            const_nodes.append((node, value))
+        elif node.op == "call_module":
+            raise _fail(node, f"a call of the submodule {node.target}: ncsim lowers graphs of ATen ops")
+    if len(user_nodes) != len(example_inputs):
+        raise LoweringError(f"{name}: {len(example_inputs)} example inputs for a graph of {len(user_nodes)} inputs")
+    for node, ex in zip(user_nodes, example_inputs):
+        if not hasattr(ex, "shape") or not all(isinstance(d, int) for d in ex.shape):
+            raise LoweringError(f"{name}: input {node.name} is {ex!r}: ncsim lowers tensors of static shapes")
+    names = [re.sub(r"\W", "_", n.name) for n in user_nodes]
+    example = [_Spec(tuple(int(d) for d in ex.shape), ex.dtype) for ex in example_inputs]
+    return _build_graph(gm, name, nodes, user_nodes, const_nodes, names, example, config or Config(), False)
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """The shape and dtype of an input (what a fake example tensor tells)."""
+
+    shape: tuple[int, ...]
+    dtype: Any
+
+
+def _check_nodes(nodes: list[Any]) -> None:
+    """Fail early, at the user's line, for any op not lowered or dtype not taken (before tracing)."""
+    torch = _torch()
+    for node in nodes:
+        if node.op == "call_function" and node.target is not _getitem() and _op_name(node.target) not in _SUPPORTED:
+            name = _op_name(node.target)
+            raise _fail(node, f"torch op {name} is not supported by ncsim's lowering;"
+                              f" ncsim.torch.supported_ops() lists those it is: {', '.join(supported_ops())}")
+        if node.op == "call_function":
+            _check_dtype(node, torch)
+
+
+def _build_graph(fn: Any, fname: str, nodes: list[Any], user_nodes: list[Any], const_nodes: list[tuple[Any, Any]],
+                 names: list[str], example: list[Any], config: Config, single: bool) -> Lowered:
+    """The one node mapping of `lower` and `lower_graph`: an NKI kernel whose arguments are the user
+    inputs then the tensor constants, traced now."""
     tensor_consts = [(n, v) for n, v in const_nodes if v.numel() != 1 or v.dim() != 0]
     scalar_consts = {n.name: _scalar(v) for n, v in const_nodes if v.numel() == 1 and v.dim() == 0}
+    names = list(names)
     for n, _ in tensor_consts:
         names.append(re.sub(r"\W", "_", n.name))
     constants = [_to_numpy(v) for _, v in tensor_consts]
     out_node = next(n for n in nodes if n.op == "output")
     outs = out_node.args[0]
     outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+    graph_outputs = [o is not None for o in outs]
+    outs = [o for o in outs if o is not None]
+    for o in outs:
+        if not hasattr(o, "meta"):
+            raise LoweringError(f"{fname}: the graph returns {o!r}, not a tensor: ncsim lowers graphs of tensors")
 
     def kernel(*args: Any) -> Any:
         from ncsim.nki.tensor import View  # noqa: F401  (kernel arguments arrive as Views)
 
         env: dict[str, Any] = {}
-        for node, a in zip(user_nodes + [n for n, _ in tensor_consts], args):
-            val = node.meta["val"]
+        for (node, val), a in zip([(n, n.meta["val"]) for n in user_nodes] + tensor_consts, args):
             v = a if tuple(val.shape) == tuple(a.shape) else a.reshape(tuple(val.shape) or ())
             env[node.name] = Tensor(v, val.dtype)
         env.update(scalar_consts)
@@ -423,13 +484,13 @@ def _build(fn: Any, ep: Any, example: list[Any], config: Config) -> Lowered:
             env[node.name] = handler(low, *args_, **kwargs)
         return tuple(low.output(o, i) for i, o in enumerate(outs))
 
-    kernel.__name__ = kernel.__qualname__ = _fname(fn) if _fname(fn).isidentifier() else "lowered"
+    kernel.__name__ = kernel.__qualname__ = fname if fname.isidentifier() else "lowered"
     kernel.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names])
-    prog = Lowered(fn, ep, kernel, names[:len(example)], example, constants, config)
-    prog.output_specs = [(tuple(o.meta["val"].shape), o.meta["val"].dtype) if hasattr(o, "meta") else ((), None)
-                         for o in outs]
-    prog.single = ep.call_spec.out_spec.is_leaf()
+    prog = Lowered(fn, None, kernel, names[:len(example)], example, constants, config)
+    prog.output_specs = [(tuple(o.meta["val"].shape), o.meta["val"].dtype) for o in outs]
+    prog.single = single
+    prog.graph_outputs = graph_outputs
     prog.asm()  # traced now: what the lowering refuses fails here, at lowering time
     return prog
 
@@ -725,16 +786,12 @@ class _TileLoop:
         return t
 
 
-def _reduce_dims(x: Tensor, dims: Any, low: _Lowering) -> int:
-    """The number of trailing axes a reduction over `dims` covers (they must be the last ones)."""
+def _reduce_axes(x: Tensor, dims: Any) -> list[int]:
+    """The axes a reduction over `dims` covers, sorted (None or [] is all of them)."""
     nd = len(x.shape)
     if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
         dims = list(range(nd))
-    ds = sorted({(d + nd) % nd for d in (dims if isinstance(dims, (list, tuple)) else [dims])}) if nd else []
-    if ds != list(range(nd - len(ds), nd)):
-        raise low.fail(f"reduces over axes {ds} of a {nd}-dimensional tensor: ncsim's lowering reduces the last"
-                       " axes (permute the tensor first)")
-    return len(ds)
+    return sorted({(d + nd) % nd for d in (dims if isinstance(dims, (list, tuple)) else [dims])}) if nd else []
 
 
 def _keep(out: Tensor, x: Tensor, k: int) -> Tensor:
@@ -995,10 +1052,18 @@ _FUSABLE.add(_alias)
 def _reduction(fn: str) -> Callable[..., Any]:
     def lower_reduction(low: _Lowering, x: Tensor, dims: Any = None, keepdim: bool = False, **kw: Any) -> Tensor:
         nl = _nl()
-        k = _reduce_dims(x, dims, low)
+        axes = _reduce_axes(x, dims)
+        kept = [d for d in range(len(x.shape)) if d not in axes]
+        # the reduced axes moved last (an access pattern: the bias gradient's sum over the batch axis 0
+        # reads each column with the row length as its step)
+        xd = _dims_of(x)
+        x = _derive(x, x.view.offset, [xd[d] for d in kept + axes])
         out = low.new(tuple(low.val.shape), low.val.dtype)
+        od = _dims_of(out)
+        if keepdim:  # the output's axes of 1 where the reduced axes were, dropped
+            od = [od[d] for d in kept]
         dt = _nc(low.val.dtype)
-        low.rows(x, k, [(_keep(out, x, k) if not keepdim else _keep(_keep_squeeze(out, x, k), x, k), 1)],
+        low.rows(x, len(axes), [(_derive(out, out.view.offset, od + [(1, 1)]), 1)],
                  lambda t, _s: [getattr(nl, fn)(t, axis=1, keepdims=True, dtype=dt)])
         return out
     return lower_reduction
@@ -1010,10 +1075,10 @@ def _keep_squeeze(out: Tensor, x: Tensor, k: int) -> Tensor:
     return _derive(out, out.view.offset, d[:len(d) - k])
 
 
-_op("aten.sum.dim_IntList")(_reduction("sum"))
+_op("aten.sum.dim_IntList", "aten.sum.default")(_reduction("sum"))
 _op("aten.amax.default")(_reduction("max"))
 _op("aten.amin.default")(_reduction("min"))
-_op("aten.mean.dim")(_reduction("mean"))
+_op("aten.mean.dim", "aten.mean.default")(_reduction("mean"))
 
 
 @_op("aten._softmax.default")
@@ -1208,7 +1273,9 @@ def compare(want: Any, got: Any, index: int = 0) -> OutputCheck:
     from ncsim.numerics import ulp_distance
 
     torch = _torch()
-    w, g = _to_numpy(want.reshape(-1)).reshape(tuple(want.shape)), _to_numpy(got.reshape(-1)).reshape(tuple(got.shape))
+    # a 0-d tensor is compared as one element (numpy cannot reinterpret a 0-d array's bits)
+    w = _to_numpy(want.reshape(-1)).reshape(tuple(want.shape) or (1,))
+    g = _to_numpy(got.reshape(-1)).reshape(tuple(got.shape) or (1,))
     short = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "bool": "bool"}.get(
         str(want.dtype).removeprefix("torch."))
     if short is None or tuple(w.shape) != tuple(g.shape):
