@@ -55,7 +55,7 @@ def test_giou_gpsimd_rows_quote_the_runs():
         quoted = f"| {us:.3f} µs | {verdict.group(1)} (busy {verdict.group(2)}%) |"
         assert f"| {name}.s {quoted}" in doc, f"docs/gpsimd.md: {quoted}"
         if name == "giou_gpsimd":
-            assert f"| 32: Sync 16, Scalar 8, GpSimd 8 {quoted}" in readme, f"README: {quoted}"
+            assert f"| 64: Sync 32, Scalar 16, GpSimd 16 {quoted}" in readme, f"README: {quoted}"
 
 
 @pytest.mark.parametrize("name", RELU_STEPS)
