@@ -10,6 +10,7 @@ placed at the instruction.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -21,7 +22,7 @@ from ncsim.asm.rules import column_problem, lockstep
 from ncsim.engines import alu
 from ncsim.errors import SimError
 from ncsim.memory.access import AccessPattern, Immediate
-from ncsim.memory.state import AccessError
+from ncsim.memory.state import AccessError, fit5
 
 if TYPE_CHECKING:
     from ncsim.asm.instruction import Instruction
@@ -73,13 +74,20 @@ class Context:
         ap = self.ap(name_or_ap)
         try:
             view = self.mem.read_view(ap)
+        except AccessError as e:
+            raise self.fail(f"{self.label(name_or_ap)}: {e}") from None
+        self._note_read(name_or_ap, ap)
+        return view
+
+    def _note_read(self, name_or_ap: str | AccessPattern, ap: AccessPattern) -> None:
+        """Record the read of `ap` and warn of the elements nothing wrote (`ap` lies in memory)."""
+        try:
             missing = self.mem.unwritten(ap)
         except AccessError as e:
             raise self.fail(f"{self.label(name_or_ap)}: {e}") from None
         self.machine.record(self, ap, write=False)
         if missing:
             self.machine.warn_unwritten(self, name_or_ap, ap, missing)
-        return view
 
     def read2d_view(self, name: str) -> np.ndarray:
         """read2d(name), but an f32 or tf32 operand comes as a read-only view of memory, not a copy
@@ -165,7 +173,7 @@ class Context:
         general way."""
         ops = self.instr.operands
         d = ops[dst]
-        if not isinstance(d, AccessPattern) or d.dtype != dtypes.FLOAT32 or not d.on_chip or _self_overlaps(d):
+        if not isinstance(d, AccessPattern) or d.dtype != dtypes.FLOAT32 or not d.on_chip:
             return False
         codes = []
         names: list[str] = []
@@ -178,31 +186,29 @@ class Context:
         mem = self.mem
         try:
             out = mem.view5(d)
-            arrays: dict[Any, np.ndarray] = {DST: out}
+            if out is None or _self_overlaps(d):
+                return False
+            arrays: dict[Any, np.ndarray | None] = {DST: out}
             for n in names:
                 v = ops[n]
                 if isinstance(v, Immediate):
                     arrays[n] = _constant5(v.value, out.shape)
-                    continue
-                if not isinstance(v, AccessPattern) or v.dtype.storage != np.float32:
+                elif not isinstance(v, AccessPattern) or v.dtype.storage != np.float32:
                     return False
-                if n in scalars:
+                elif n in scalars:
                     self.check_column(n, v, d.partitions)  # the general path's error, if any
-                    if not v.on_chip:
-                        return False
-                    arrays[n] = mem.column5(v, out.shape, 5 - len(d.shape))
+                    arrays[n] = mem.column5(v, out.shape, 5 - len(d.shape)) if v.on_chip else None
                 elif v.shape != d.shape or (v != d and _may_overlap(v, d)):
                     return False
                 else:
                     arrays[n] = mem.view5(v)
+                if arrays[n] is None:
+                    return False
         except AccessError:
             return False  # the general path says where
-        for a in arrays.values():
-            if a.flags.c_contiguous or a.flags.f_contiguous or not a.flags.aligned:
-                return False  # numba would compile another signature for these
         for n in names:
             if not isinstance(ops[n], Immediate):
-                self.read_raw_view(n)  # records the read, warns of unwritten bytes
+                self._note_read(n, ops[n])
         mem.mark_written(d)
         self.machine.record(self, d, write=True)
         for code, (_, x, y) in zip(codes, steps):
@@ -243,7 +249,7 @@ def _constant5(value: float, shape: tuple[int, ...]) -> np.ndarray:
     if c is None:
         if len(_CONSTANTS) >= 4096:
             _CONSTANTS.clear()
-        c = _CONSTANTS[key] = np.ndarray(shape, np.float32, np.full(1, value, np.float32), 0, (0,) * 5)
+        c = _CONSTANTS[key] = fit5(np.ndarray(shape, np.float32, np.full(1, value, np.float32), 0, (0,) * 5))
     return c
 
 
@@ -261,6 +267,7 @@ def _may_overlap(a: AccessPattern, b: AccessPattern) -> bool:
     return alo < bhi and blo < ahi
 
 
+@functools.lru_cache(maxsize=4096)
 def _self_overlaps(ap: AccessPattern) -> bool:
     """Whether the free dimensions may visit one element twice (a stride-0 or interleaved dimension).
     Sufficient test: sorted by |step|, each step passes the whole reach of the smaller ones."""

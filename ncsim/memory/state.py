@@ -136,28 +136,30 @@ class MemoryState:
             kept[ap] = v
         return v
 
-    def view5(self, ap: AccessPattern) -> np.ndarray:
+    def view5(self, ap: AccessPattern) -> np.ndarray | None:
         """A writable view of the elements `ap` visits with five axes: its shape (partition axis first
         on chip) after as many leading axes of one element as it takes. The compiled elementwise kernels
-        take this one form (ncsim.engines.alu.apply_into); kept like the read views."""
-        v = self._views5.get(ap)
-        if v is None:
-            if len(self._views5) >= VIEW_CACHE:
-                self._views5.clear()
-            region, start, shape, strides = self._locate(ap)
-            pad = 5 - len(shape)
-            v = np.ndarray((1,) * pad + shape, ap.dtype.storage, region.flat, start, (0,) * pad + strides)
-            self._views5[ap] = v
+        take this one form (ncsim.engines.alu.apply_into), so None where fit5 refuses it; kept like
+        the read views."""
+        v = self._views5.get(ap, self)  # self: not made yet (None is a refused view)
+        if v is not self:
+            return v
+        if len(self._views5) >= VIEW_CACHE:
+            self._views5.clear()
+        region, start, shape, strides = self._locate(ap)
+        pad = 5 - len(shape)
+        v = self._views5[ap] = fit5(np.ndarray((1,) * pad + shape, ap.dtype.storage, region.flat, start,
+                                               (0,) * pad + strides))
         return v
 
-    def column5(self, ap: AccessPattern, shape: tuple[int, ...], axis: int) -> np.ndarray:
+    def column5(self, ap: AccessPattern, shape: tuple[int, ...], axis: int) -> np.ndarray | None:
         """A [P, 1] on-chip column as a five-axis view of `shape` whose axis `axis` walks the
         partitions and whose other axes repeat the column's value (stride 0): a per-partition scalar
-        laid against a view5 of that shape."""
+        laid against a view5 of that shape (None where fit5 refuses it)."""
         region, start, _, strides = self._locate(ap)
         steps = [0] * 5
         steps[axis] = strides[0]
-        return np.ndarray(shape, ap.dtype.storage, region.flat, start, tuple(steps))
+        return fit5(np.ndarray(shape, ap.dtype.storage, region.flat, start, tuple(steps)))
 
     def _byte_mask_view(self, ap: AccessPattern) -> np.ndarray:
         """The written-mask bytes of the elements `ap` visits, to fill or to test with all(). A pattern
@@ -222,6 +224,13 @@ class MemoryState:
         memory = {"hbm": Memory.HBM, "sbuf": Memory.SBUF, "psum": Memory.PSUM}[t.memory]
         partitions = 0 if memory == Memory.HBM else t.shape[0]
         return AccessPattern(memory, t.dtype, t.partition, partitions, t.address, tuple(dims))
+
+
+def fit5(view: np.ndarray) -> np.ndarray | None:
+    """`view` if the compiled elementwise kernels take it as it is, else None: aligned and neither C-
+    nor F-contiguous (numba would compile those as other signatures; views of memory seldom are)."""
+    flags = view.flags
+    return None if flags.c_contiguous or flags.f_contiguous or not flags.aligned else view
 
 
 def _dense(dims: tuple[tuple[int, int], ...]) -> bool:

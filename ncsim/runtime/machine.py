@@ -169,6 +169,7 @@ class Machine:
         done = len(self.order)
         first = prog.first.tolist()
         wptr, wsem, wop, wval = (a.tolist() for a in (prog.wait_ptr, prog.wait_sem, prog.wait_op, prog.wait_value))
+        signals = tuple(a.tolist() for a in (prog.signal_ptr, prog.signal_sem, prog.signal_op, prog.signal_value))
         sems = self.sems
         moved = True
         while moved:
@@ -185,7 +186,7 @@ class Machine:
                             break
                     if not held:
                         break
-                    self._execute(engine, pc, k)
+                    self._execute(engine, pc, k, signals)
                     pc += 1
                     k += 1
                     self.pcs[engine] = pc
@@ -196,7 +197,9 @@ class Machine:
         if done < total:
             raise self._deadlock()
 
-    def _execute(self, engine: str, index: int, k: int) -> None:
+    def _execute(self, engine: str, index: int, k: int, signals: tuple[list[int], ...]) -> None:
+        """Run instruction k (`index` of `engine`'s stream), then apply its semaphore updates (`signals`:
+        the program's signal columns as lists)."""
         instr = self.program.instruction(k)
         ctx = Context(self, engine, index, instr)
         execute = instr.spec.slots["execute"]
@@ -211,9 +214,9 @@ class Machine:
                            f" ({', '.join(str(list(ap.shape)) for ap in _patterns(instr))})",
                            self.loc(engine, index)) from None
         self.order.append((engine, index))
-        prog = self.program
-        for j in range(int(prog.signal_ptr[k]), int(prog.signal_ptr[k + 1])):  # sem_signal's update last
-            self._update(int(prog.signal_sem[j]), int(prog.signal_op[j]), int(prog.signal_value[j]), ctx)
+        ptr, sem, op, value = signals
+        for j in range(ptr[k], ptr[k + 1]):  # sem_signal's update last
+            self._update(sem[j], op[j], value[j], ctx)
 
     def _holds(self, w: SemOp) -> bool:
         v = self.sems[w.sem]
