@@ -19,12 +19,14 @@ from typing import Any
 
 from ncsim.config import Config
 from ncsim.errors import NcsimError
+from ncsim.torch.compile import NcsimFallbackWarning
 from ncsim.torch.kernels import KernelError
 from ncsim.torch.log import OpCall, clear_op_log, format_op_log, last_report, op_log, op_time_ns
 from ncsim.torch.lower import Lowered, LoweringError, Validation, lower, supported_ops, validate
 
-__all__ = ["KernelError", "Lowered", "LoweringError", "OpCall", "Validation", "clear_op_log", "custom_op",
-           "format_op_log", "last_report", "lower", "op_log", "op_time_ns", "supported_ops", "validate"]
+__all__ = ["KernelError", "Lowered", "LoweringError", "NcsimFallbackWarning", "OpCall", "Validation", "clear_op_log",
+           "custom_op", "custom_op_from", "format_op_log", "last_report", "lower", "op_log", "op_time_ns",
+           "supported_ops", "validate"]
 
 INSTALL = "pip install -e '.[torch]' in the ncsim checkout (torch==2.13.0; the CPU wheel is enough)"
 
@@ -55,3 +57,22 @@ def custom_op(name: str, kernel: str | Path | Any, *, backward: str | Path | Any
     from ncsim.torch.ops import register
 
     return register(name, kernel, backward=backward, params=params, config=config, outputs=outputs)
+
+
+def custom_op_from(fn: Any = None, *, name: str | None = None, outputs: int = 1, config: Config | None = None) -> Any:
+    """A torch function of tensors as a torch operator running on the simulated core: each call runs
+    `fn` lowered by `lower` (once per set of input shapes and dtypes, then kept) and is logged as
+    custom_op's calls are. A decorator, bare or with arguments:
+
+        @ncsim.torch.custom_op_from(name="my_ops::giou")
+        def giou(a, b): ...
+
+    name: "namespace::name" (default "ncsim_lowered::" + fn's name); outputs: how many tensors fn
+    returns (the operator's schema is written before any call). Usable in torch code and inside a
+    torch.autograd.Function (an operator for the forward, another for the backward)."""
+    def make(f: Any) -> Any:
+        require_torch()
+        from ncsim.torch.ops import register_lowered
+
+        return register_lowered(f, name or f"ncsim_lowered::{getattr(f, '__name__', 'fn')}", outputs, config)
+    return make(fn) if fn is not None else make

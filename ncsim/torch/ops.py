@@ -178,3 +178,50 @@ def _register_backward(name: str, op: Any, k: Any, bop: Any, bk: Any) -> None:
         return tuple(result)
 
     op.register_autograd(backward, setup_context=setup_context)
+
+
+def register_lowered(fn: Any, name: str, outputs: int, config: Config | None) -> Any:
+    """`fn`, a torch function of tensors, as the torch operator `name` whose calls run `fn` lowered by
+    ncsim.torch.lower (lowered once per set of input shapes and dtypes, then kept) on the simulated
+    core. Its fake implementation is `fn` itself on fake tensors (torch code runs on them), each
+    output a fresh tensor of that shape and dtype."""
+    import inspect
+
+    from ncsim.torch.lower import LoweringError, lower
+
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        raise KernelError(f"{name}: cannot read the parameters of {fn!r}") from None
+    for n in params:
+        if not n.isidentifier():
+            raise KernelError(f"{name}: parameter '{n}' cannot name a torch argument")
+    programs: dict[tuple, Any] = {}
+
+    def impl(*tensors: torch.Tensor) -> Any:
+        key = tuple((tuple(t.shape), t.dtype) for t in tensors)
+        if key not in programs:
+            # export traces plain example tensors of the same shapes and dtypes
+            programs[key] = lower(fn, *(torch.zeros(s, dtype=d) for s, d in key), config=config)
+        prog = programs[key]
+        start = time.perf_counter()
+        r = prog.run(*tensors)
+        seconds = time.perf_counter() - start
+        if len(r.outputs) != outputs:
+            raise LoweringError(f"{name}: {getattr(fn, '__name__', 'fn')} gives {len(r.outputs)} outputs; the"
+                                f" operator was declared with outputs={outputs}")
+        log.record(log.OpCall(name, prog.name, tuple(tuple(t.shape) for t in tensors), r.report.total_ns,
+                              r.instructions, r.report.verdict.text, seconds, r.report))
+        device = tensors[0].device if tensors else torch.device("cpu")
+        outs = [o.to(device) for o in r.outputs]
+        return outs[0] if outputs == 1 else tuple(outs)
+
+    def fake(*tensors: torch.Tensor) -> Any:
+        got = fn(*tensors)
+        got = [got] if isinstance(got, torch.Tensor) else list(got)
+        outs = [g.new_empty(g.shape) for g in got]
+        return outs[0] if outputs == 1 else tuple(outs)
+
+    op = torch.library.custom_op(name, impl, mutates_args=(), schema=_schema(params, outputs))
+    op.register_fake(fake)
+    return op
