@@ -355,11 +355,10 @@ def synchronise_rows(stream: np.ndarray, engine: np.ndarray, acc_ptr: np.ndarray
 # FOLD outer ones remain (a prefix of the dimensions), RUNS runs in all (saturated at 2**62).
 S_MEM, S_SIZE, S_LO, S_HI, S_RUN, S_FOLD, S_RUNS = range(7)
 # The accesses travel through the kernels as six arrays (off, first_p, end_p, shape: per row; table,
-# dims: per shape) given as separate arguments, and the functions the sweep calls for every candidate
-# (_latest, _overlap, _first_hazard, _masks) are inlined into it: a call that is not inlined pays a
-# reference count update per array argument, and unpacking a tuple of arrays one per array (measured:
-# 107 ns per _overlap call through a tuple, 72 ns with separate arguments; the sweep on
-# tools/bench_pipeline.py's 10^5 program 0.12 s -> 0.09 s).
+# dims: per shape) given as separate arguments. The functions the sweep calls for every candidate
+# allocate nothing and are compiled without numba's reference counting (_nrt=False): with it, each
+# call paid an atomic increment and decrement per array it received (perf: 40% of the sweep in
+# NRT_incref/NRT_decref; the sweep on tools/bench_pipeline.py's 10^5 program 0.10 s -> 0.027 s).
 # Partition masks are int64 bit patterns rather than uint64: numba turns uint64 mixed with an int64
 # into float64, and only `&` and `!= 0` are done on them.
 CLASSES = 8  # per stream, one search tree per (memory code 0..3, write)
@@ -373,7 +372,7 @@ STACK = 128  # pending subtrees of one search: one per level at most, and a tree
 _SBUF, _PSUM = int(Memory.SBUF), int(Memory.PSUM)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def _mask(lo, hi, base):
     """Bits lo..hi (inclusive partitions) that fall in the 64-partition word starting at `base`."""
     a = max(lo, base)
@@ -385,7 +384,7 @@ def _mask(lo, hi, base):
     return ((1 << (b - a + 1)) - 1) << (a - base)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, _nrt=False)
 def _masks(off, first_p, end_p, shape, table, dims, r):
     """Row r's partitions as a 128-bit mask (M0, M1): any partition past 127 counts as 127; all ones
     in HBM, which has no partitions."""
@@ -432,7 +431,7 @@ def _shapes(memory, itemsize, ndims, dims):
     return table
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def _range(base, step, count, sub_lo, sub_hi, x, y):
     """The indices i in [0, count) whose sub-pattern, spanning [base + i*step + sub_lo, base + i*step +
     sub_hi), may meet the byte range [x, y) (the run test's sa < y and sa + la > x): (first, last)."""
@@ -449,7 +448,7 @@ def _range(base, step, count, sub_lo, sub_hi, x, y):
     return max(first, 0), min(last, count - 1)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def _sub_spans(off, first_p, end_p, shape, table, dims, r, it):
     """it[3, d], it[4, d]: span [lo, hi) of row r's sub-pattern of folded dimensions d.. (relative to
     its first byte), for d = 0..FOLD."""
@@ -464,7 +463,7 @@ def _sub_spans(off, first_p, end_p, shape, table, dims, r, it):
         it[4, d] = it[4, d + 1] + max(reach, 0)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def _hits(off, first_p, end_p, shape, table, dims, r, x, y, it):
     """Does a byte run of row r meet [x, y)? `it` holds r's sub-spans (_sub_spans); rows 0..2 are the
     search's odometer (index, last index, base byte per level). Only sub-patterns whose span meets
@@ -493,7 +492,7 @@ def _hits(off, first_p, end_p, shape, table, dims, r, x, y, it):
         it[0, d], it[1, d] = _range(base, dims[s, d, 0] * size, dims[s, d, 1], it[3, d + 1], it[4, d + 1], x, y)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def _runs_meet(off, first_p, end_p, shape, table, dims, a, b, scratch):
     """Does a byte run of row a meet one of row b? a's runs are walked, each sub-pattern of a entered
     only if its span meets b's span and a run of b (_hits), so neither side is materialised."""
@@ -532,7 +531,7 @@ def _runs_meet(off, first_p, end_p, shape, table, dims, a, b, scratch):
                                         blo, bhi)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, _nrt=False)
 def _overlap(off, first_p, end_p, shape, table, dims, a, b, scratch):
     """`overlap` of rows a and b: same memory, a common partition on chip, and a common byte."""
     sa = shape[a]
@@ -551,7 +550,7 @@ def _overlap(off, first_p, end_p, shape, table, dims, a, b, scratch):
     return _runs_meet(off, first_p, end_p, shape, table, dims, a, b, scratch)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def _join(buf, m, limit):
     """Sort the m byte ranges buf[:m] by start, join those that overlap or touch, then join the two
     neighbours with the smallest gap between them until at most `limit` remain. Returns their count."""
@@ -664,7 +663,7 @@ def _index(stream, acc_ptr, write, off, first_p, end_p, shape, table, dims, ids)
     return pos, row_instr, key_start, seq_row, seq_pos, tree_start, tree_leaves, tree_span, tree_info
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, _nrt=False)
 def _meets_node(tree_span, tree_info, v, lo, hi, m0, m1):
     """May a row spanning [lo, hi) on the partitions of mask (m0, m1) meet a row below node v: a
     common partition and a byte range that meets the span?"""
@@ -678,7 +677,7 @@ def _meets_node(tree_span, tree_info, v, lo, hi, m0, m1):
     return False
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, _nrt=False)
 def _latest(off, first_p, end_p, shape, table, dims, q, qlo, qhi, m0, m1, k, bound, filled, key_start, seq_row, seq_pos, tree_start, tree_leaves,
             tree_span, tree_info, stack, scratch):
     """The last of the first `filled` rows of key k's sequence whose instruction's position is past
@@ -740,7 +739,7 @@ def _latest(off, first_p, end_p, shape, table, dims, q, qlo, qhi, m0, m1, k, bou
             return -1
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, _nrt=False)
 def _first_hazard(off, first_p, end_p, shape, table, dims, write, acc_ptr, j, i, scratch):
     """`hazard` of instructions j (earlier) and i: (kind, j's row, i's row), the first RAW, else WAR,
     else WAW pair in row order (kind -1 if none, which cannot be for a producer `_latest` found)."""
