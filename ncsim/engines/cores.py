@@ -103,28 +103,42 @@ def gpsimd_call_cost(instr: Instruction, config: Config) -> Cost:
                     default=0))
 
 
-def core_cycles(instr: Instruction, config: Config) -> np.ndarray:
-    """Each core's cycles in a gpsimd_call (the report's and the trace's core tracks)."""
+def _zero_run(instr: Instruction, config: Config) -> Any:
     specs = [None if not isinstance(instr.operands[n], AccessPattern) else
              _spec(instr.operands[n], np.zeros(instr.operands[n].num_elements, instr.operands[n].dtype.storage), n)
              for n in ARGS]
-    return _run(instr, config, Operands.make(specs)).cycles
+    return _run(instr, config, Operands.make(specs))
+
+
+def core_cycles(instr: Instruction, config: Config) -> np.ndarray:
+    """Each core's cycles in a gpsimd_call (the report's and the trace's core tracks)."""
+    return _zero_run(instr, config).cycles
 
 
 def calls_per_core(result) -> tuple[np.ndarray, np.ndarray]:
     """The gpsimd_call instructions of a timed run (`ncsim.runtime.timing.TimingResult`) and each one's
     cores' ticks: (ks, ticks [calls, gpsimd_cores]), a core that did not run 0. Cycles come from the same
     zero-valued run as the cost, once per body (every instruction of a body has its cost)."""
+    ks, ticks, _ = call_runs(result)
+    return ks, ticks
+
+
+def call_runs(result) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`calls_per_core`'s (ks, ticks) and each call's TCM accessor blocks from and to HBM summed over its
+    cores (int64 [calls, 4]: loads, their bytes, stores, their bytes; `CoreRun.hbm_blocks`)."""
     from ncsim import isa
 
     config = result.config
     opcode = isa.BY_MNEMONIC["gpsimd_call"].opcode
     ks = np.flatnonzero(result.body_opcode[result.body] == opcode) if result.count else np.zeros(0, np.int64)
     ticks = np.zeros((len(ks), config.gpsimd_cores), np.int64)
-    per_body: dict[int, np.ndarray] = {}
+    blocks = np.zeros((len(ks), 4), np.int64)
+    per_body: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for i, k in enumerate(ks.tolist()):
         b = int(result.body[k])
         if b not in per_body:
-            per_body[b] = core_cycles(result.instruction(k), config) * config.ticks_per_cycle("gpsimd")
-        ticks[i, :len(per_body[b])] = per_body[b]
-    return ks, ticks
+            run = _zero_run(result.instruction(k), config)
+            per_body[b] = (run.cycles * config.ticks_per_cycle("gpsimd"), run.hbm_blocks.sum(axis=0))
+        ticks[i, :len(per_body[b][0])] = per_body[b][0]
+        blocks[i] = per_body[b][1]
+    return ks, ticks, blocks

@@ -176,6 +176,9 @@ class Operands:
 class CoreRun:
     cycles: np.ndarray  # int64 [cores]
     steps: np.ndarray  # int64 [cores]: instructions run
+    # int64 [cores, 4]: the TCM accessor's blocks from and to HBM (they go through the DMA model): loads,
+    # their bytes, stores, their bytes
+    hbm_blocks: np.ndarray
 
 
 def params(config: Config) -> np.ndarray:
@@ -197,6 +200,7 @@ def run_cores(program: CoreProgram, cores: int, ops: Operands, config: Config) -
     cycles = np.zeros(cores, np.int64)
     steps = np.zeros(cores, np.int64)
     err = np.zeros(8, np.int64)
+    blocks = np.zeros((cores, 4), np.int64)
     for c in range(cores):
         sregs = np.zeros(32, np.int32)
         vregs = np.zeros((32, vbytes), np.uint8)
@@ -207,10 +211,10 @@ def run_cores(program: CoreProgram, cores: int, ops: Operands, config: Config) -
                                    ops.base, ops.count, ops.itemsize, ops.present, ops.writable, ops.hbm, ops.part0,
                                    ops.per_row, ops.elem0, ops.owner, ops.owner_pc, ops.reader, ops.reader_pc,
                                    SRC_COL, SRC_KIND, DST_COL,
-                                   DST_KIND, LAT, LANE_SIZE, err)
+                                   DST_KIND, LAT, LANE_SIZE, err, blocks[c])
         if err[0] != E_NONE:
             raise CoreError(message(program, c, err, ops), program.loc(int(err[1])))
-    return CoreRun(cycles, steps)
+    return CoreRun(cycles, steps, blocks)
 
 
 class CoreError(Exception):
@@ -333,7 +337,7 @@ def _set_int(t, vi32, vi16, vi8, r, i, x):
 @numba.njit(cache=True)
 def _run(code, core, ncores, p, si, sf, scr_i, scr_f, vr, vf, vi32, vi16, vi8, tcm, buf, base, count, isz, present, writable, hbm,
          part0, per_row, elem0, owner, owner_pc, reader, reader_pc, src_col, src_kind, dst_col, dst_kind, lat_class,
-         lane_size, err):
+         lane_size, err, hbm_io):
     tcm_lat, div_lat, taken, sbuf_setup, elem_cycles, block_fixed, hbm_bpc_k, tcm_bytes, pool_bytes, limit, ppc, vbytes = (
         p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11])
     n = code.shape[0] - 1
@@ -674,6 +678,9 @@ def _run(code, core, ncores, p, si, sf, scr_i, scr_f, vr, vf, vi32, vi16, vi8, t
                 busy = elem_cycles
             elif hbm[arg] == 1:
                 busy = block_fixed + (nbytes * 1024 + hbm_bpc_k - 1) // hbm_bpc_k
+                j = 0 if op == O_TCM_LOAD else 2
+                hbm_io[j] += 1
+                hbm_io[j + 1] += nbytes
             else:
                 busy = sbuf_setup + (nbytes + 63) // 64
         else:

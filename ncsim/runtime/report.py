@@ -19,7 +19,10 @@ DMA: bytes moved and transfers per direction (hbm->sbuf, sbuf->hbm, sbuf->sbuf, 
 the achieved bandwidth both over the whole run (bytes / T) and while moving (bytes / the time during
 which some piece of that direction moved data); the DMA engines' busy share (the sum of the pieces'
 durations / (dma_engines x T)) and their bytes-weighted chunk efficiency; HBM traffic against
-`config.hbm_bandwidth` x T, and the time HBM ran at its cap. Tensor: flops (2 K M N per nc_matmul)
+`config.hbm_bandwidth` x T, and the time HBM ran at its cap. The GpSimd cores' TCM accessor blocks
+from and to HBM (tcm_load/tcm_store of an HBM operand, timed by the cores through the DMA model's
+latency and bandwidth) are transfers of directions hbm->tcm and tcm->hbm and HBM traffic, but no DMA
+engine's pieces: they add nothing to the busy share, the chunk efficiency or the timeline. Tensor: flops (2 K M N per nc_matmul)
 against `config.tensor_peak_flops` x T; fp32 matmuls run at a quarter of that peak.
 
 Timeline: every instant of the run has an engine busy (C), or else DMA data moving (M), or else a
@@ -139,6 +142,10 @@ class Report:
     # Each GpSimd core's busy ticks over the run's gpsimd_calls (empty without any): the engine is busy
     # for a call until its slowest core ends; a faster core is done earlier (docs/gpsimd.md#cycles).
     gpsimd_cores: tuple[int, ...] = ()
+    # Of `transfers`, the GpSimd cores' TCM accessor blocks from and to HBM (tcm_load / tcm_store of an
+    # HBM operand): timed by the cores through the DMA model's latency and bandwidth, counted in the
+    # DMA bytes and the HBM traffic, not in the DMA engines' busy share (they are no queue's pieces).
+    tcm_blocks: int = 0
 
     # ------------------------------------------------------------------ units and shares
     def ns(self, ticks: float) -> float:
@@ -235,14 +242,17 @@ class Report:
         if not self.transfers:
             return ["dma      no transfers"]
         queues = ", ".join(str(q) for q in self.queues)
-        lines = [(f"dma      {self.transfers} transfer{'s' if self.transfers != 1 else ''} on queue"
-                  f"{'s' if len(self.queues) != 1 else ''} {queues} ({self.dma_engines_used} of {cfg.dma_engines}"
-                  f" DMA engines), {_size(self.dma_bytes)}; DMA engines busy {100 * self.dma_busy:.1f}%,"
+        where = (f" on queue{'s' if len(self.queues) != 1 else ''} {queues} ({self.dma_engines_used} of"
+                 f" {cfg.dma_engines} DMA engines)" if self.queues else "")
+        blocks = f" ({self.tcm_blocks} of them GpSimd TCM blocks)" if self.tcm_blocks else ""
+        lines = [(f"dma      {self.transfers} transfer{'s' if self.transfers != 1 else ''}{where}{blocks},"
+                  f" {_size(self.dma_bytes)}; DMA engines busy {100 * self.dma_busy:.1f}%,"
                   f" chunk efficiency {100 * self.chunk_efficiency:.0f}%")]
         for d in self.directions:
+            moving = (f" {self.bandwidth(d, True) / 1e9:>6.1f} GB/s while moving" if d.direction not in _TCM_DIRECTIONS
+                      else " timed by the GpSimd cores")
             lines.append(f"  {d.direction:<11}{_size(d.bytes):>11} in {d.transfers:>5} transfers"
-                         f"  {self.bandwidth(d) / 1e9:>7.1f} GB/s over the run,"
-                         f" {self.bandwidth(d, True) / 1e9:>6.1f} GB/s while moving")
+                         f"  {self.bandwidth(d) / 1e9:>7.1f} GB/s over the run,{moving}")
         lines.append(f"  hbm        {_size(self.hbm_bytes):>11} of traffic = {100 * self.hbm_utilisation:.1f}% of"
                      f" {cfg.hbm_bandwidth / 1e9:g} GB/s over the run; at the cap"
                      f" {100 * self.share(self.hbm_capped):.1f}% of the time")
@@ -344,6 +354,13 @@ def report(result: TimingResult) -> Report:
         lo, hi = p_ptr[d], p_ptr[d + 1]
         moved = _sweep(p_start[lo:hi], p_end[lo:hi], _EMPTY, _EMPTY)[0]
         directions.append(DirectionStats(f"{Memory(a).label}->{Memory(b).label}", transfers[d], nbytes[d], moved))
+    # The GpSimd cores' TCM accessor blocks from and to HBM: through the DMA model, so DMA traffic too.
+    gpsimd_cores, blocks = _gpsimd(r)
+    for name, n, size in ((_TCM_DIRECTIONS[0], blocks[0], blocks[1]), (_TCM_DIRECTIONS[1], blocks[2], blocks[3])):
+        if n:
+            directions.append(DirectionStats(name, int(n), int(size), 0))
+    dma_bytes += int(blocks[1] + blocks[3])
+    hbm_bytes += int(blocks[1] + blocks[3])
     cap = cfg.hbm_bandwidth / cfg.tick_hz
     capped = _capped(r.hbm_time, r.hbm_rate, total, cap * (1 - 1e-9))
 
@@ -364,20 +381,25 @@ def report(result: TimingResult) -> Report:
                                          p_start[every], p_end[every])
     rep = Report(
         config=cfg, total=total, engines=tuple(engines), directions=tuple(directions),
-        transfers=int(counts[body_dma].sum()),
+        transfers=int(counts[body_dma].sum()) + int(blocks[0] + blocks[2]),
         queues=queues, dma_engines_used=dma_engines_used, dma_bytes=dma_bytes, dma_piece_ticks=piece_ticks,
         dma_active=dma_active, chunk_efficiency=eff_num / eff_den if eff_den else 1.0, hbm_bytes=hbm_bytes,
         hbm_capped=capped, flops=flops, fp32_matmuls=fp32, computing=computing, moving=both - computing,
         latency=total - both, critical_path=_critical_path(r, releaser, is_dma, last_piece, prev_piece),
-        verdict=Verdict("empty", None, ""), gpsimd_cores=_gpsimd_cores(r))
+        verdict=Verdict("empty", None, ""), gpsimd_cores=gpsimd_cores, tcm_blocks=int(blocks[0] + blocks[2]))
     return replace(rep, verdict=verdict(rep))
 
 
-def _gpsimd_cores(r: TimingResult) -> tuple[int, ...]:
-    from ncsim.engines.cores import calls_per_core
+_TCM_DIRECTIONS = ("hbm->tcm", "tcm->hbm")
 
-    ks, ticks = calls_per_core(r)
-    return tuple(int(t) for t in ticks.sum(axis=0)) if len(ks) else ()
+
+def _gpsimd(r: TimingResult) -> tuple[tuple[int, ...], np.ndarray]:
+    """Each GpSimd core's busy ticks over the run's calls (empty without any), and the calls' TCM
+    accessor blocks from and to HBM: [loads, their bytes, stores, their bytes]."""
+    from ncsim.engines.cores import call_runs
+
+    ks, ticks, blocks = call_runs(r)
+    return (tuple(int(t) for t in ticks.sum(axis=0)) if len(ks) else ()), blocks.sum(axis=0)
 
 
 _DMA_CAUSE, _ENGINE_CAUSE = 1, 2

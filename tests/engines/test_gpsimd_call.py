@@ -143,3 +143,20 @@ def test_report_and_trace_show_each_core():
     assert all(e["ts"] == call["ts"] for e in cores)
     assert max(round(e["ts"] * 1000 + e["dur"]) for e in cores) <= round(call["ts"] * 1000 + call["dur"])
     assert cores[0]["dur"] > cores[1]["dur"]
+
+
+def test_report_counts_tcm_blocks_from_hbm_as_dma_traffic():
+    # BLOCKS on 8 cores: each a tcm_load of 32 f32 from HBM x and a tcm_store of 32 to HBM y; the report
+    # counts the 16 blocks (8 x 128 bytes each way) as DMA transfers and HBM traffic, in directions of
+    # their own
+    from ncsim.runtime.report import report
+
+    m, _ = run(BLOCKS + "gpsimd_call relu, y, x\n")
+    rep = report(time_program(m.program, DEFAULT))
+    assert rep.transfers == rep.tcm_blocks == 16
+    assert rep.dma_bytes == rep.hbm_bytes == 2 * 8 * 128
+    assert [(d.direction, d.transfers, d.bytes) for d in rep.directions] == [("hbm->tcm", 8, 1024),
+                                                                              ("tcm->hbm", 8, 1024)]
+    text = rep.format()
+    assert "no transfers" not in text and "16 transfers (16 of them GpSimd TCM blocks), 2.00 KiB" in text, text
+    assert "hbm->tcm" in text and "timed by the GpSimd cores" in text
