@@ -333,6 +333,63 @@ def nki_cmd(script: str, script_args: tuple[str, ...], timing_only: bool, emit_a
         sys.exit(1)
 
 
+@cli.command("lower")
+@click.argument("target", metavar="FILE.py:FUNCTION")
+@click.option("--shape", "shapes", multiple=True, metavar="D0,D1,...[:DTYPE]",
+              help="The shape of one argument, in order (one --shape each); DTYPE f32 (default), f16, bf16 or bool.")
+@click.option("-o", "--output", type=click.Path(), default=None, help="The .s to write (default: FUNCTION.s).")
+@quiet_option
+@config_file_option
+@set_option
+def lower_cmd(target: str, shapes: tuple[str, ...], output: str | None, quiet: bool, config_files: tuple[str, ...],
+              sets: tuple[str, ...]) -> None:
+    """Lower a torch function (ncsim.torch.lower, docs/torch.md) for arguments of these shapes and write
+    its program as ncsim assembly (`ncsim asm` assembles it). Needs the torch extra."""
+    import importlib.util
+
+    from ncsim.torch import lower, require_torch
+
+    script, sep, name = target.rpartition(":")
+    if not sep or not script or not name:
+        raise NcsimError(f"'{target}': give the function as FILE.py:FUNCTION")
+    if not Path(script).is_file():
+        raise NcsimError("no such file", file=script)
+    torch = require_torch()
+    dtypes = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "bool": torch.bool}
+    examples = []
+    for i, spec in enumerate(shapes):
+        dims, _, dt = spec.partition(":")
+        try:
+            shape = [int(d) for d in dims.split(",")]
+        except ValueError:
+            raise NcsimError(f"--shape {spec!r} (argument {i}): dimensions are integers separated by commas") from None
+        if any(d <= 0 for d in shape):
+            raise NcsimError(f"--shape {spec!r} (argument {i}): every dimension is at least 1")
+        if (dt or "f32") not in dtypes:
+            raise NcsimError(f"--shape {spec!r} (argument {i}): dtype {dt!r} is none of {', '.join(dtypes)}")
+        examples.append(torch.zeros(shape, dtype=dtypes[dt or "f32"]))
+    sys.path.insert(0, str(Path(script).resolve().parent))
+    # imported as a module of its own name (torch.export's tracer looks the function's module up)
+    spec = importlib.util.spec_from_file_location(Path(script).stem, script)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[spec.name] = module  # type: ignore[union-attr]
+    try:
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    except (NcsimError, SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException:  # noqa: BLE001 - the script's own error: shown as Python shows it
+        traceback.print_exc()
+        sys.exit(1)
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise NcsimError(f"{script} defines no function {name}")
+    prog = lower(fn, *examples, config=make_config(config_files, sets))
+    out = output or f"{name}.s"
+    _write(out, lambda: prog.save(out))
+    if not quiet:
+        click.echo(f"ncsim: lowered {name} ({', '.join(shapes) or 'no arguments'}) to {out}", err=True)
+
+
 @cli.command("sweep")
 @click.argument("programs", nargs=-1)
 @click.option("--grid", "grids", multiple=True, metavar="NAME=V1,V2,...|FILE.toml",

@@ -6,6 +6,7 @@ examples/mlp_relu.py trained under torch.compile against eager torch."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -158,3 +159,53 @@ def test_custom_op_from_with_two_outputs_lowers_once_per_shape():
     assert torch.equal(hi, torch.maximum(x, y))
     with pytest.raises(nt.LoweringError, match="gives 2 outputs; the operator was declared with outputs=1"):
         nt.custom_op_from(lambda x, y: (x + y, x - y), name="ncsim_test::two")(x, y)
+
+
+# ------------------------------------------------------------------ ncsim lower FILE.py:FUNCTION --shape ...
+def ncsim_cli(monkeypatch, capsys, *args: str) -> tuple[int, str]:
+    from ncsim.cli import main
+
+    capsys.readouterr()
+    monkeypatch.setattr(sys, "argv", ["ncsim", *args])
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    return code, capsys.readouterr().err
+
+
+def test_ncsim_lower_writes_the_s_of_a_function_for_the_given_shapes(tmp_path, monkeypatch, capsys):
+    import numpy as np
+
+    from ncsim.asm.assembler import assemble
+    from ncsim.runtime.run import run as ncsim_run
+
+    (tmp_path / "fns.py").write_text("import torch\n\n\ndef f(x, y):\n    return torch.where(x > y, x - y, y * 2.0)\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    code, err = ncsim_cli(monkeypatch, capsys, "lower", "fns.py:f", "--shape", "130,70", "--shape", "130,70:f32")
+    assert code == 0, err
+    text = (tmp_path / "f.s").read_text()
+    x, y = rand(130, 70), rand(130, 70)
+    r = ncsim_run(assemble(text, "f.s"), {"x": x.numpy(), "y": y.numpy()}, sidecar=False, check=False)
+    want = torch.where(x > y, x - y, y * 2.0)
+    assert np.array_equal(r.outputs["out"].view(np.uint32), want.numpy().view(np.uint32))
+    code, err = ncsim_cli(monkeypatch, capsys, "lower", "fns.py:f", "--shape", "4,4:bf16", "--shape", "4,4:bf16",
+                          "-o", "g.s", "-q")
+    assert code == 0 and (tmp_path / "g.s").read_text().count("bf16") > 0 and err == ""
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["fns.py:g", "--shape", "4"], "fns.py defines no function g"),
+    (["fns.py:f", "--shape", "4,x"], "dimensions are integers"),
+    (["fns.py:f", "--shape", "4:f64"], "dtype 'f64' is none of f32, f16, bf16, bool"),
+    (["fns.py", "--shape", "4"], "give the function as FILE.py:FUNCTION"),
+    (["nothere.py:f"], "no such file"),
+])
+def test_ncsim_lower_errors_are_messages(tmp_path, monkeypatch, capsys, args, message):
+    (tmp_path / "fns.py").write_text("def f(x):\n    return x + 1.0\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    code, err = ncsim_cli(monkeypatch, capsys, "lower", *args)
+    assert code == 1 and message in err and "Traceback" not in err
