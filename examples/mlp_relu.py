@@ -8,6 +8,7 @@ synthetic and seeded, shaped like MNIST (28x28 images, 10 classes): nothing is d
 
     python examples/mlp_relu.py                   # 2 epochs of 8 steps, batch 32
     python examples/mlp_relu.py --compare         # and the same model with torch.relu beside it
+    python examples/mlp_relu.py --compile         # torch.relu model under torch.compile(backend="ncsim")
 
 ReLU is exact, so the loss equals that of the same model with torch.relu at every step
 (tests/test_torch_mlp.py checks it, and the outputs and gradients of the ReLUs bit for bit).
@@ -76,11 +77,14 @@ def synthetic_mnist(steps: int, batch: int, seed: int = 0) -> list[tuple[torch.T
 
 
 def train(relu: Any, epochs: int = 2, steps: int = 8, batch: int = 32, seed: int = 0,
-          report: bool = False) -> list[float]:
-    """Train a freshly seeded MLP with SGD (lr 0.01); the loss of every step."""
+          report: bool = False, compile: bool = False) -> list[float]:
+    """Train a freshly seeded MLP with SGD (lr 0.01); the loss of every step. compile: the model runs
+    under torch.compile(model, backend="ncsim") (forward and backward graphs on the simulated core)."""
     torch.manual_seed(seed)
     model = MLP(relu)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    if compile:
+        model = torch.compile(model, backend="ncsim")
     data = synthetic_mnist(steps, batch, seed)
     losses = []
     for epoch in range(epochs):
@@ -105,7 +109,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=8, help="steps (batches) per epoch")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--compare", action="store_true", help="also train with torch.relu and compare the losses")
+    parser.add_argument("--compile", action="store_true",
+                        help="train the torch.relu model under torch.compile(backend='ncsim') against eager torch")
     args = parser.parse_args(argv)
+    if args.compile:
+        losses = train(torch.relu, args.epochs, args.steps, args.batch, report=True, compile=True)
+        eager = train(torch.relu, args.epochs, args.steps, args.batch)
+        worst = max(abs(a - b) / abs(b) for a, b in zip(losses, eager))
+        print(f"eager torch: worst relative loss difference {worst:.2e} over {len(losses)} steps")
+        return
     losses = train(NcsimReLU.apply, args.epochs, args.steps, args.batch, report=True)
     if args.compare:
         eager = train(torch.relu, args.epochs, args.steps, args.batch)
