@@ -325,16 +325,17 @@ def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
     sem_by_stream = np.zeros(max(len(names), 1), np.uint64)
     for s, sem in synced.sem_of.items():
         sem_by_stream[s] = sem
+    ck = gathered.chunk
     aw = np.bincount(synced.consumer, minlength=n).astype(np.int32)  # automatic waits per instruction
-    signs = np.zeros(n, np.int32)
+    signs = np.zeros(n, np.int8)  # 1: it signals its stream's semaphore
     signs[synced.producer] = 1
-    per_chunk = np.array([(len(c.instr.waits), len(c.instr.signals), layout(c.instr.spec.opcode)[1] // 8)
-                          for c in chunks], np.int32).reshape(-1, 3)
-    own_w = per_chunk[gathered.chunk, 0]
-    own_s = per_chunk[gathered.chunk, 1]
-    fixed = per_chunk[gathered.chunk, 2]
-    special = (own_w + aw > isa.WAITS.max_len) | (own_s + signs > isa.SIGNALS.max_len)
-    size = fixed + own_w + aw + own_s + signs  # words
+    # per chunk: its own waits, its own signals, and where its signals start (after the fixed fields
+    # and its own waits), in words; looked up per instruction through `ck` where needed
+    own_w = np.array([len(c.instr.waits) for c in chunks], np.int32)
+    own_s = np.array([len(c.instr.signals) for c in chunks], np.int32)
+    head = np.array([layout(c.instr.spec.opcode)[1] // 8 for c in chunks], np.int32) + own_w
+    special = (own_w[ck] + aw > isa.WAITS.max_len) | (own_s[ck] + signs > isa.SIGNALS.max_len)
+    size = (head + own_s)[ck] + aw + signs  # words
     blobs: dict[int, list[bytes]] = {}  # g -> its encoding, after the sem_waits made for its extra waits
     for g in np.flatnonzero(special).tolist():
         blobs[g] = _one_by_one(gathered, synced, stream, g)
@@ -342,7 +343,7 @@ def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
 
     # Layout: streams in ENGINES order, program order within each.
     engine = gathered.engine
-    korder = np.argsort(engine, kind="stable")  # g of each slot
+    korder = np.argsort(engine, kind="stable").astype(np.int32)  # g of each slot
     word_start = np.empty(n, np.int64)
     starts_sorted = np.cumsum(size[korder], dtype=np.int64)
     total_words = int(starts_sorted[-1]) if n else 0
@@ -355,18 +356,17 @@ def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
 
     for c in chunks:
         keep = np.flatnonzero(~special[c.positions])
-        fw = layout(c.instr.spec.opcode)[1] // 8
         w, s = len(c.instr.waits), len(c.instr.signals)
-        head = fw + w
+        hw = layout(c.instr.spec.opcode)[1] // 8 + w  # words before the automatic waits
         for lo in range(0, len(keep), BATCH):
             lanes_idx = keep[lo:lo + BATCH]
             gs = c.positions[lanes_idx]
             part = c.instr if len(lanes_idx) == c.n else take(c.instr, lanes_idx)
             enc = encode_lanes(part, len(lanes_idx)).view("<u8")
             st = word_start[gs]
-            words[st[:, None] + np.arange(head)] = enc[:, :head]
+            words[st[:, None] + np.arange(hw)] = enc[:, :hw]
             if s:
-                words[(st + head + aw[gs])[:, None] + np.arange(s)] = enc[:, head:head + s]
+                words[(st + hw + aw[gs])[:, None] + np.arange(s)] = enc[:, hw:hw + s]
             header = enc[:, 0] & np.uint64(0xFFFF)
             header |= (w + aw[gs]).astype(np.uint64) << np.uint64(16)
             header |= (s + signs[gs]).astype(np.uint64) << np.uint64(24)
@@ -384,14 +384,14 @@ def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
     cs = cons_sorted[normal]
     ps = prod_sorted[normal]
     del cons_sorted, prod_sorted
-    words[word_start[cs] + fixed[cs] + own_w[cs] + nth[normal]] = \
+    words[word_start[cs] + head[ck[cs]] + nth[normal]] = \
         sem_by_stream[stream[ps]] | (synced.rank[ps].astype(np.uint64) << np.uint64(32))
     del cs, ps, nth, normal
     sig = np.flatnonzero((signs == 1) & ~special)
     if len(sig):
         sig_word = sem_by_stream[stream[sig]] | (np.uint64(1) << np.uint64(32))
-        words[word_start[sig] + fixed[sig] + own_w[sig] + aw[sig] + own_s[sig]] = sig_word
-    del sig, aw, signs, own_w, own_s, fixed
+        words[word_start[sig] + (head + own_s)[ck[sig]] + aw[sig]] = sig_word
+    del sig, aw, signs, special, size
     for g, parts in blobs.items():
         raw = np.frombuffer(b"".join(parts), "<u8")
         words[word_start[g]:word_start[g] + len(raw)] = raw
@@ -411,11 +411,11 @@ def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
     del word_start, korder
     k_count = len(gk)
     where = np.array([c.where for c in chunks], np.int64).reshape(-1, 3)
-    ck = gathered.chunk[gk]
-    file = where[:, 0].astype(np.int32)[ck]
-    line = where[:, 1].astype(np.uint32)[ck]
-    col = where[:, 2].astype(np.uint32)[ck]
-    del ck
+    ckk = gathered.chunk[gk]
+    file = where[:, 0].astype(np.int32)[ckk]
+    line = where[:, 1].astype(np.uint32)[ckk]
+    col = where[:, 2].astype(np.uint32)[ckk]
+    del ckk
     first = np.zeros(len(ENGINES) + 1, np.int64)
     np.cumsum(np.bincount(engine[gk], minlength=len(ENGINES)) if k_count else np.zeros(len(ENGINES), np.int64),
               out=first[1:])
