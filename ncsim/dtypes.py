@@ -10,8 +10,8 @@ mantissa bits are zero (its 10-bit mantissa); bool is stored as uint8 (0 or 1).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
-import ml_dtypes
 import numpy as np
 
 
@@ -20,13 +20,25 @@ class DType:
     code: int  # the 4-bit value in encoded access patterns and in the object file's tensor table
     name: str  # the NKI name (nl.<name>)
     short: str  # the name assembly programs use
-    storage: np.dtype  # numpy dtype of the bytes in memory
+    # numpy dtype of the bytes in memory (`storage`), or the name of an ml_dtypes type and its size in
+    # bytes: ml_dtypes is imported when such a type is first used (importing it takes ~15 ms, a
+    # twentieth of a run's fixed cost, and most programs never touch a narrow float)
+    storage_spec: np.dtype | str
     kind: str  # "float", "int", "uint" or "bool"
     mantissa_bits: int = 0  # explicit mantissa bits for floats (0 for integers)
+    size: int = 0  # bytes of one element, given with an ml_dtypes name (otherwise the dtype's)
+
+    @cached_property
+    def storage(self) -> np.dtype:
+        if isinstance(self.storage_spec, np.dtype):
+            return self.storage_spec
+        import ml_dtypes
+
+        return np.dtype(getattr(ml_dtypes, self.storage_spec))
 
     @property
     def itemsize(self) -> int:
-        return self.storage.itemsize
+        return self.size or self.storage.itemsize
 
     @property
     def is_float(self) -> bool:
@@ -47,10 +59,10 @@ DTYPES: tuple[DType, ...] = (
     DType(3, "int8", "i8", np.dtype(np.int8), "int"),
     DType(4, "int16", "i16", np.dtype(np.int16), "int"),
     DType(5, "int32", "i32", np.dtype(np.int32), "int"),
-    DType(6, "float8_e4m3", "fp8e4", np.dtype(ml_dtypes.float8_e4m3), "float", 3),
-    DType(7, "float8_e5m2", "fp8e5", np.dtype(ml_dtypes.float8_e5m2), "float", 2),
+    DType(6, "float8_e4m3", "fp8e4", "float8_e4m3", "float", 3, size=1),
+    DType(7, "float8_e5m2", "fp8e5", "float8_e5m2", "float", 2, size=1),
     DType(8, "float16", "f16", np.dtype(np.float16), "float", 10),
-    DType(9, "bfloat16", "bf16", np.dtype(ml_dtypes.bfloat16), "float", 7),
+    DType(9, "bfloat16", "bf16", "bfloat16", "float", 7, size=2),
     DType(10, "tfloat32", "tf32", np.dtype(np.float32), "float", 10),
     DType(11, "float32", "f32", np.dtype(np.float32), "float", 23),
     DType(12, "bool", "bool", np.dtype(np.uint8), "bool"),

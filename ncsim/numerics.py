@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from functools import cache
 
-import ml_dtypes
 import numpy as np
 
 from ncsim.dtypes import DType
@@ -94,6 +93,8 @@ def from_f32(x: np.ndarray, dtype: DType) -> np.ndarray:
         return _f32_to_int(x, dtype)
     if dtype.storage == np.float32:
         return _round_tf32(x) if _is_tf32(dtype) else x.copy()
+    import ml_dtypes  # a narrow float: dtype.storage has imported it
+
     info = ml_dtypes.finfo(dtype.storage)
     with np.errstate(over="ignore", invalid="ignore"):  # numpy warns on the overflow to inf
         if _has_inf(dtype):

@@ -252,3 +252,14 @@ def test_bits_equal():
     assert bits_equal(a, a.copy())  # NaN equals itself bit for bit
     assert not bits_equal(a, np.array([0x7FC00000, 0x80000000], np.uint32).view(np.float32))  # -0 differs
     assert not bits_equal(a, a[:1]) and not bits_equal(a, a.view(np.uint16))
+
+
+def test_dtype_sizes_and_lazy_narrow_storage():
+    """The narrow floats are named by their ml_dtypes type and size (ml_dtypes is imported when one is
+    first used): the size given is the storage's, and the storage is ml_dtypes' type."""
+    for d in DTYPES:
+        assert d.itemsize == d.storage.itemsize, d
+    assert by_name("bf16").storage == np.dtype(ml_dtypes.bfloat16)
+    assert by_name("fp8e4").storage == np.dtype(ml_dtypes.float8_e4m3)
+    assert by_name("fp8e5").storage == np.dtype(ml_dtypes.float8_e5m2)
+    assert by_name("f32").storage_spec == np.dtype(np.float32) and by_name("bf16").storage_spec == "bfloat16"
