@@ -50,7 +50,7 @@ class AccessPattern:
     shape: tuple[int, ...] = field(init=False, repr=False, compare=False)  # partition dimension first on chip
     free_elements: int = field(init=False, repr=False, compare=False)
     num_elements: int = field(init=False, repr=False, compare=False)
-    _span: tuple[int, int] = field(init=False, repr=False, compare=False)
+    _span: tuple[int, int] | None = field(init=False, repr=False, compare=False)
     _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -63,12 +63,10 @@ class AccessPattern:
         put(self, "shape", ((self.partitions,) if on_chip else ()) + free_shape)
         put(self, "free_elements", free)
         put(self, "num_elements", free * (self.partitions if on_chip else 1))
-        lo = hi = 0
-        for step, count in self.dims:
-            reach = step * (count - 1)
-            lo, hi = (lo + reach, hi) if reach < 0 else (lo, hi + reach)
-        size = self.dtype.itemsize
-        put(self, "_span", (self.offset + lo * size, self.offset + hi * size + size))
+        span = self._make_span()
+        # kept when it is plain integers; a span with a value per loop iteration (the assembler's lanes,
+        # `ncsim.asm.lanes`) is made again when asked rather than held by every pattern of a loop
+        put(self, "_span", span if isinstance(span[0], (int, np.integer)) and isinstance(span[1], (int, np.integer)) else None)
         put(self, "_hash", hash((self.memory, self.dtype, self.partition, self.partitions, self.offset, self.dims)))
 
     def __hash__(self) -> int:
@@ -84,7 +82,16 @@ class AccessPattern:
 
     def byte_span(self) -> tuple[int, int]:
         """[lo, hi) bytes touched inside one partition (on chip) or in HBM, relative to address 0."""
-        return self._span
+        span = self._span
+        return span if span is not None else self._make_span()
+
+    def _make_span(self) -> tuple[int, int]:
+        lo = hi = 0
+        for step, count in self.dims:
+            reach = step * (count - 1)
+            lo, hi = (lo + reach, hi) if reach < 0 else (lo, hi + reach)
+        size = self.dtype.itemsize
+        return self.offset + lo * size, self.offset + hi * size + size
 
     def innermost_step_bytes(self) -> int:
         return abs(self.dims[-1][0]) * self.dtype.itemsize if self.dims else self.dtype.itemsize

@@ -53,3 +53,21 @@ def test_line_tables_are_columns_that_read_as_line_entries():
     obj.lines["sync"] = [LineEntry(2 * k, 0, 7, 3) for k in range(50)]
     assert read_elf(write_elf(obj), "loops.o").lines["sync"] == obj.lines["sync"]
     assert LineTable(np.zeros(0, np.int32), np.zeros(0, np.uint32), np.zeros(0, np.uint32)) == []
+
+
+def test_a_loop_pattern_keeps_no_span_of_its_own():
+    """A pattern whose offset has a value per loop iteration does not keep its byte span (two more
+    arrays per pattern of a loop, held as long as the assembler holds its chunks); byte_span makes it
+    when asked, and a pattern of plain integers keeps its span as before."""
+    import numpy as np
+
+    from ncsim import dtypes
+    from ncsim.asm.lanes import Lanes
+    from ncsim.memory.access import AccessPattern, Memory
+
+    ap = AccessPattern(Memory.SBUF, dtypes.FLOAT32, 0, 128, Lanes(np.array([0, 64, 128])), ((1, 16),))
+    assert ap._span is None
+    lo, hi = ap.byte_span()
+    assert lo.v.tolist() == [0, 64, 128] and hi.v.tolist() == [64, 128, 192]
+    plain = AccessPattern(Memory.SBUF, dtypes.FLOAT32, 0, 128, 8, ((1, 16),))
+    assert plain._span == plain.byte_span() == (8, 72)
