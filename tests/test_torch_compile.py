@@ -161,6 +161,21 @@ def test_custom_op_from_with_two_outputs_lowers_once_per_shape():
         nt.custom_op_from(lambda x, y: (x + y, x - y), name="ncsim_test::two")(x, y)
 
 
+def test_custom_op_from_operators_pass_opcheck():
+    # opcheck's schema test calls the operator from inside SchemaCheckMode: the lowering (torch.export)
+    # happens there on the first call of a shape, and must not see that mode's dispatch state
+    @nt.custom_op_from(name="ncsim_test::lo_hi", outputs=2)
+    def lo_hi(x, y):
+        return torch.minimum(x, y), torch.maximum(x, y).clamp(min=0)
+
+    x, y = rand(5, 7), rand(5, 7)
+    torch.library.opcheck(relu_fw, (x,))
+    torch.library.opcheck(relu_bw, (x, torch.relu(y)))
+    torch.library.opcheck(lo_hi, (x, y))
+    lo, hi = lo_hi(x, y)  # the program lowered inside opcheck is the right one
+    assert torch.equal(lo, torch.minimum(x, y)) and torch.equal(hi, torch.maximum(x, y).clamp(min=0))
+
+
 # ------------------------------------------------------------------ ncsim lower FILE.py:FUNCTION --shape ...
 def ncsim_cli(monkeypatch, capsys, *args: str) -> tuple[int, str]:
     from ncsim.cli import main

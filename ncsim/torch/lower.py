@@ -17,11 +17,12 @@ layer norm are whole rows in one tile.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import itertools
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -330,12 +331,39 @@ def lower(fn: Any, *example_inputs: Any, config: Config | None = None) -> Lowere
     docstring). Raises LoweringError at fn's line for an op ncsim does not lower."""
     torch = _torch()
     module = fn if isinstance(fn, torch.nn.Module) else _Wrap(fn)
-    try:
-        ep = torch.export.export(module, tuple(example_inputs), strict=True)  # strict: stack traces reach fn
-    except Exception as e:  # noqa: BLE001  (torch's own message says what export could not trace)
-        raise LoweringError(f"torch.export could not export {_fname(fn)}: {type(e).__name__}: {e}") from None
-    ep = ep.run_decompositions()
-    return _build(fn, ep, list(example_inputs), config or Config())
+    with outside_modes():
+        try:
+            ep = torch.export.export(module, tuple(example_inputs), strict=True)  # strict: stack traces reach fn
+        except Exception as e:  # noqa: BLE001  (torch's own message says what export could not trace)
+            raise LoweringError(f"torch.export could not export {_fname(fn)}: {type(e).__name__}: {e}") from None
+        ep = ep.run_decompositions()
+        return _build(fn, ep, list(example_inputs), config or Config())
+
+
+_PRISTINE: list[Any] = []  # the dispatch key sets a thread starts with (outside_modes)
+
+
+@contextlib.contextmanager
+def outside_modes() -> Iterator[None]:
+    """Run the body as at the top of a fresh thread: no torch dispatch mode (FakeTensorMode,
+    SchemaCheckMode, ...) active and the thread's dispatch key sets as a new thread has them.
+    A custom op's implementation runs below the dispatcher's keys it was reached through (opcheck's
+    test_schema reaches it from inside SchemaCheckMode with the Python and functionalisation keys
+    excluded): torch.export traced there does not see the function's operations, and its graph
+    returns a lifted constant (a FakeTensor) instead."""
+    import threading
+
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    torch = _torch()
+    if not _PRISTINE:
+        def read() -> None:
+            _PRISTINE[:] = [torch._C._dispatch_tls_local_include_set(), torch._C._dispatch_tls_local_exclude_set()]
+        t = threading.Thread(target=read)
+        t.start()
+        t.join()
+    with _disable_current_modes(), torch._C._ForceDispatchKeyGuard(*_PRISTINE):
+        yield
 
 
 def _fname(fn: Any) -> str:
