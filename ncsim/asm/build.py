@@ -374,24 +374,26 @@ def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
             words[st] = header
             del enc
     # Automatic waits, after the instruction's own (the j-th wait of each consumer in the order the
-    # edges were found); its signal after its own signals.
-    eorder = np.argsort(synced.consumer, kind="stable")
-    cons_sorted = synced.consumer[eorder]
-    nth = np.arange(len(eorder)) - np.searchsorted(cons_sorted, cons_sorted, side="left")
-    prod_sorted = synced.producer[eorder]
-    del eorder
-    normal = ~special[cons_sorted]
-    cs = cons_sorted[normal]
-    ps = prod_sorted[normal]
-    del cons_sorted, prod_sorted
-    words[word_start[cs] + head[ck[cs]] + nth[normal]] = \
-        sem_by_stream[stream[ps]] | (synced.rank[ps].astype(np.uint64) << np.uint64(32))
-    del cs, ps, nth, normal
-    sig = np.flatnonzero((signs == 1) & ~special)
-    if len(sig):
-        sig_word = sem_by_stream[stream[sig]] | (np.uint64(1) << np.uint64(32))
-        words[word_start[sig] + (head + own_s)[ck[sig]] + aw[sig]] = sig_word
-    del sig, aw, signs, special, size
+    # edges were found); its signal after its own signals. Both in blocks of BATCH * 16, so that their
+    # index temporaries stay small whatever the program's size.
+    consumer, producer = synced.consumer, synced.producer
+    if len(consumer) > 1 and (np.diff(consumer) < 0).any():  # the sweep lists them by consumer already
+        order = np.argsort(consumer, kind="stable")
+        consumer, producer = consumer[order], producer[order]
+        del order
+    step = BATCH * 16
+    for lo in range(0, len(consumer), step):
+        cs, ps = consumer[lo:lo + step], producer[lo:lo + step]
+        nth = np.arange(lo, lo + len(cs)) - np.searchsorted(consumer, cs, side="left")
+        normal = ~special[cs]
+        cs, ps, nth = cs[normal], ps[normal], nth[normal]
+        words[word_start[cs] + head[ck[cs]] + nth] = \
+            sem_by_stream[stream[ps]] | (synced.rank[ps].astype(np.uint64) << np.uint64(32))
+    for lo in range(0, n, step):
+        sig = lo + np.flatnonzero((signs[lo:lo + step] == 1) & ~special[lo:lo + step])
+        words[word_start[sig] + (head + own_s)[ck[sig]] + aw[sig]] = \
+            sem_by_stream[stream[sig]] | (np.uint64(1) << np.uint64(32))
+    del aw, signs, special, size
     for g, parts in blobs.items():
         raw = np.frombuffer(b"".join(parts), "<u8")
         words[word_start[g]:word_start[g] + len(raw)] = raw
