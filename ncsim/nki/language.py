@@ -421,8 +421,9 @@ def copy(x: View, dtype: Any = None, *, mask: Any = None, **_: Any) -> View:
 
 def broadcast_to(x: View, shape: Any) -> View:
     """x repeated to `shape` (numpy rules): along free axes a view with step 0 (no instruction); in
-    HBM likewise (DMA repeats data); across partitions of a tile, an SBUF-to-SBUF dma_copy that
-    reads the one partition again for each."""
+    HBM likewise (DMA repeats data); across partitions of a tile, on the Tensor engine when it can
+    (_pe_broadcast: an fp32 [1, N] SBUF row), else an SBUF-to-SBUF dma_copy that reads the one
+    partition again for each."""
     tr = current("broadcast_to")
     shape = _shape(shape)
     src = tuple(x.shape)
@@ -439,9 +440,40 @@ def broadcast_to(x: View, shape: Any) -> View:
             dims[d] = (0, t)
     view = x.derive(x.partition, x.offset, tuple(dims))
     if x.on_chip and src[0] != shape[0]:
+        if _pe_broadcast_fits(x, src, shape):
+            return _pe_broadcast(tr, x, shape)
         rep = view.derive(view.partition, view.offset, ((0, 1), (0, shape[0])) + tuple(view.dims[1:]))
         return tr.result(shape, x.nc_dtype, "sbuf", "dma_copy", "sync", src=rep)
     return view
+
+
+def _pe_broadcast_fits(x: View, src: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+    """A partition broadcast the Tensor engine does: one fp32 row in SBUF, only the partition axis
+    repeated, its free size within one matmul's moving operand (the result fills one PSUM bank)."""
+    cfg = current().config
+    return (x.memory == "sbuf" and x.nc_dtype == dtypes.FLOAT32 and len(shape) == 2 and src[0] == 1
+            and tuple(src[1:]) == tuple(shape[1:]) and shape[0] <= cfg.gemm_stationary_fmax
+            and shape[1] <= cfg.gemm_moving_fmax)
+
+
+def _pe_broadcast(tr: Any, x: View, shape: tuple[int, ...]) -> View:
+    """The partition broadcast NKI does "under the hood" (Trainium/Inferentia2 Architecture Guide,
+    TensorE "Alternative Use Case",
+    https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/guides/architecture/trainium_inferentia2_arch.html:
+    `x.broadcast_to((M, N))` is nc_matmul(ones [1, M], x, is_stationary_onezero=True)): the row is the
+    moving operand, a [1, M] tile of ones the stationary one, the result an fp32 [M, N] PSUM tile
+    (every value x's, except that -0.0 becomes +0.0 and a NaN the canonical NaN, as any fp32 matmul).
+    The ones tile is made once per kernel (a memset on GpSimd) and kept, like a compiler's constant."""
+    m = shape[0]
+    ones = tr.pe_ones.get(m)
+    if ones is None:
+        ones = View.of(tr.tile("sbuf", dtypes.FLOAT32, (1, m), user_place()))
+        tr.emit("memset", "gpsimd", dst=ones, value=constant(1.0))
+        tr.pe_ones[m] = ones
+    out = tr.result((m, shape[1]), dtypes.FLOAT32, "psum", "nc_matmul", "tensor", stationary=ones, moving=x,
+                    is_stationary_onezero=True)
+    tr.place(out)  # a tile of its own now: assigning it anywhere copies it (a matmul writes only PSUM)
+    return out
 
 
 # ------------------------------------------------------------------ elementwise

@@ -4,7 +4,9 @@ The program is the assembler's own `ncsim.asm.assembler.Program`: every `nl.*` /
 `ncsim.asm.instruction.Instruction`s made from the instruction table by operand name (`emit`),
 checked by the assembler's rules (`ncsim.asm.rules.check_instruction`) and placed at the kernel's
 own source line (the first frame outside `ncsim.nki`), so errors, the trace and the report point at
-the kernel. Tensors are `TensorEntry`s placed by `ncsim.asm.alloc.Allocator`; `Program.build` then
+the kernel. Code that generates a kernel from another source (ncsim.torch's lowering) names that
+source's place instead with `Tracer.source(file, line)`; the buffer pools keep their sites.
+Tensors are `TensorEntry`s placed by `ncsim.asm.alloc.Allocator`; `Program.build` then
 synchronises the engines exactly as for assembly. Nothing is printed and re-parsed.
 
 Buffer policy (docs/nki.md): every creation site of an on-chip tile (its line, and the lines of
@@ -17,13 +19,14 @@ its buffer back to its site.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import linecache
 import os
 import sys
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,18 +115,22 @@ def _ours(filename: str) -> bool:
 
 def user_place() -> Place:
     """The innermost frame outside ncsim.nki (the kernel's line that called nl.* / nisa.*), and
-    the chain of user frames around it up to the tracer (the tile creation site)."""
+    the chain of user frames around it up to the tracer (the tile creation site). Inside
+    `Tracer.source(...)` the place is that source's, the site still the frames'."""
     frame = sys._getframe(1)
     while frame is not None and _ours(frame.f_code.co_filename):
         frame = frame.f_back
     if frame is None:
         return Place("<nki>", 1, 1, 1, ())
+    given = _current.given if _current is not None else None
     first = frame
     site = []
     while frame is not None and not _ours(frame.f_code.co_filename):
         line, col, _ = _position(frame)
         site.append((frame.f_code.co_filename, line, col))
         frame = frame.f_back
+    if given is not None:
+        return Place(*given, tuple(site))
     line, col, length = _position(first)
     return Place(first.f_code.co_filename, line, col, length, tuple(site))
 
@@ -205,6 +212,7 @@ class Tracer:
         self.queues: dict[tuple[str, Memory, Memory], int] = {}
         self.pools: dict[tuple[str, tuple[int, ...], str, tuple], _Pool] = {}
         self.pending: list[weakref.ref[View]] = []
+        self.pe_ones: dict[int, View] = {}  # [1, M] fp32 ones of partition broadcasts (language._pe_broadcast)
         self.hbm: list[Buffer] = []
         self.shared: list[Buffer] = []  # shared_hbm tensors, in creation order (shared by SPMD instances)
         self.shared_seen = 0  # shared_hbm tensors the current instance has created
@@ -212,6 +220,26 @@ class Tracer:
         self.program_id: tuple[int, ...] = ()
         self.names: set[str] = set()
         self.prints: list[tuple[str, str, Place]] = []  # nl.device_print: (prefix, HBM tensor, place)
+        self.given: tuple[str, int, int, int] | None = None  # the place source() gives, if any
+
+    @contextlib.contextmanager
+    def source(self, file: str, line: int, col: int = 1, length: int = 1) -> Iterator[None]:
+        """Instructions and tiles made in the body are placed at `file`:`line`:`col` (their `.loc`,
+        errors, the trace and the report) instead of the first frame outside ncsim.nki, for a kernel
+        generated from that source (ncsim.torch's lowering gives each op's instructions the line of
+        the torch function that used it). The tile creation sites, and so the buffer pools, are
+        still the calling frames: each generated op does not get pools of its own. An error raised
+        in the body without a place (indexing, reshape) is placed there too."""
+        saved = self.given
+        self.given = given = (file, int(line), max(1, int(col)), max(1, int(length)))
+        try:
+            yield
+        except AsmError as e:
+            if e.loc is not None:
+                raise
+            raise AsmError(e.message, Place(*given, ()).source_loc(), notes=e.notes) from None
+        finally:
+            self.given = saved
 
     # ---------------------------------------------------------------- names and places
     def unique(self, name: str) -> str:

@@ -132,6 +132,38 @@ def test_a_tile_made_in_a_loop_rotates_through_two_buffers():
 
 
 @nki.jit
+def row_times_rows(x, row):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(2):
+        r = nl.load(row[0:1, :])
+        t = nl.load(x[i * 128:(i + 1) * 128, :])
+        nl.store(out[i * 128:(i + 1) * 128, :], value=nisa.tensor_tensor(t, r.broadcast_to((128, x.shape[1])),
+                                                                            op=nl.multiply))
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, "bfloat16"])
+def test_a_partition_broadcast_is_a_matmul_with_ones(dtype):
+    """fp32: nc_matmul(ones [1, 128], row) on the Tensor engine into PSUM (the architecture guide's
+    TensorE alternative use), the ones made once by a GpSimd memset; other dtypes: the DMA copy."""
+    rng = np.random.default_rng(9)
+    dt = np.dtype(dtype) if dtype is np.float32 else nl.bfloat16
+    x = rng.standard_normal((256, 96)).astype(dt)
+    row = rng.standard_normal((1, 96)).astype(dt)
+    np.testing.assert_array_equal(row_times_rows(x, row), (x * row).astype(dt))
+    instrs = nki.last_run().program.instructions
+    mm = [i for i in instrs if i.mnemonic == "nc_matmul"]
+    if dtype is np.float32:
+        assert len(mm) == 2 and all(i["is_stationary_onezero"] for i in mm)
+        assert mm[0]["stationary"].partitions == 1 and mm[0]["stationary"].free_elements == 128
+        assert mm[0]["dst"].memory.label == "psum" and mm[0]["dst"].partitions == 128
+        assert [i.engine for i in instrs if i.mnemonic == "memset"] == ["gpsimd"]
+        assert sum(i.mnemonic == "dma_copy" for i in instrs) == 6  # 2 x (row, x, store)
+    else:
+        assert not mm and sum(i.mnemonic == "dma_copy" for i in instrs) == 8  # + 2 SBUF-to-SBUF broadcasts
+
+
+@nki.jit
 def isa_forms(x):
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     t = nl.load(x)
