@@ -257,6 +257,10 @@ def assemble_loop(asm: Assembler, tree: Loop) -> None:
     guard_memory((base + n) * BYTES_PER_INSTRUCTION, tree.line, f"a program of {base + n} instructions")
     parsed: list[Parsed] = []
     for p in pending:
+        # the variables of loops that do not enclose this line (bound for an earlier line) are unbound,
+        # as they are when the loop is unrolled one iteration at a time
+        for name in set(asm.env.names) - outer - set(p.frame):
+            del asm.env.names[name]
         if len(p.lanes):
             parse_rows(asm, p, p.lanes, p.rel, parsed)
     for name in set(asm.env.names) - outer:  # the loops' variables

@@ -213,3 +213,21 @@ def test_deep_parentheses_are_nesting_too_deep():
     with pytest.raises(AsmError, match="nesting too deep"):
         assemble(HEADER + "tensor_copy b[:, 0:" + "1**" * 200 + "1], b[:, 0:1]\n")
     assemble(HEADER + "tensor_copy b[:, 0:" + "- " * 500 + "1], b[:, 0:1]\n")
+
+
+def test_a_loop_variable_is_unknown_after_its_loop():
+    """A line after an inner loop that names the inner loop's variable is refused at that name, as the
+    loop unrolled one iteration at a time refuses it (the template once kept the variable bound from
+    the inner loop's lines: 'shape mismatch', an internal error)."""
+    src = """.sbuf t f32[128, 4]
+.for i in 0..2
+.for k in 0..4
+  tensor_copy t[:, k:k+1], t[:, 0:1]
+.end
+  tensor_copy t[:, k:k+1], t[:, 0:1]
+.end
+"""
+    with pytest.raises(AsmError) as err:
+        assemble(src, "t.s")
+    assert err.value.message == "unknown name 'k' in an integer expression"
+    assert (err.value.loc.line, err.value.loc.col) == (6, 20)
