@@ -159,6 +159,40 @@ def test_the_program_prints_as_s_that_assembles_and_runs_to_the_same_values():
     assert prog.last is not None and prog.last.latency_us > 0
 
 
+def lines_of_ops(x, y):
+    a = x * 2.0
+    b = torch.maximum(a, y)
+    c = torch.softmax(b, -1)
+    return c.sum(-1), torch.where(a > 0, a, y)
+
+
+def test_the_s_places_each_instruction_at_the_line_of_its_op(monkeypatch):
+    import contextlib
+    import re
+    import sys
+
+    lowering = sys.modules["ncsim.torch.lower"]  # the module (ncsim.torch.lower is the function)
+
+    x, y = rand(130, 40), rand(130, 40)
+    prog = nt.lower(lines_of_ops, x, y)
+    text = prog.asm()
+    assert re.findall(r'^\.file (\d+) "(.*)"$', text, re.MULTILINE) == [("0", __file__)]
+    first = lines_of_ops.__code__.co_firstlineno
+    assert {int(n) for n in re.findall(r"^\.loc 0 (\d+) 5$", text, re.MULTILINE)} == {first + k for k in (1, 2, 3, 4)}
+    ns = prog.run(x, y).report.total_ns
+    # the same instructions, tiles and time as when every instruction is placed at the lowering's own
+    # lines (the source place is not the tile pools' site: no op gets buffers of its own)
+    monkeypatch.setattr(lowering, "_at", lambda source: contextlib.nullcontext())
+    before = nt.lower(lines_of_ops, x, y)
+    assert ".file 0" in before.asm() and __file__ not in before.asm()
+
+    def body(s: str) -> list[str]:
+        return [re.sub(r"^(\.sbuf|\.psum) +\S+", r"\1", line) for line in s.splitlines()
+                if not line.startswith((".file", ".loc"))]
+    assert body(text) == body(before.asm())
+    assert before.run(x, y).report.total_ns == ns
+
+
 # ------------------------------------------------------------------ errors
 def test_an_unsupported_op_names_itself_the_line_and_the_supported_list():
     def fn(x):

@@ -18,6 +18,7 @@ layer norm are whole rows in one tile.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import itertools
 import math
@@ -66,6 +67,7 @@ class Lazy:
     compute: Callable[[list[Any], tuple[int, int]], Any]
     name: str
     tensor: Tensor | None = None
+    source: tuple[str, int, int, int] | None = None  # the node's place in the user's code (node_place)
 
 
 def _dims_of(t: Tensor) -> list[tuple[int, int]]:
@@ -305,14 +307,48 @@ def _op_name(target: Any) -> str:
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n(.*)')
 
 
+@functools.cache
+def _library_dirs() -> tuple[str, ...]:
+    """The folders of ncsim and torch (their frames are no place in the user's code)."""
+    import os
+
+    import ncsim
+
+    return tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (ncsim, _torch()))
+
+
 def node_source(node: Any) -> tuple[str | None, int | None, str]:
     """The file, line and text of the user's code that made an FX node (its stack trace metadata)."""
     trace = node.meta.get("stack_trace") or ""
-    frames = _FRAME.findall(trace)
+    # torch leaves out frames of code without a source file (exec); what remains of ncsim or torch is no
+    # place of the user's
+    frames = [f for f in _FRAME.findall(trace) if not f[0].startswith(_library_dirs())]
     if not frames:
         return None, None, ""
     file, line, _fn, text = frames[-1]
     return file, int(line), text.strip()
+
+
+def node_place(node: Any) -> tuple[str, int, int, int] | None:
+    """The (file, line, column, length) of the user's code that made an FX node, for the place of
+    its instructions (`Tracer.source`: their `.loc`, errors, the trace and the report)."""
+    import linecache
+
+    file, line, text = node_source(node)
+    if file is None or line is None:
+        return None
+    raw = linecache.getline(file, line)
+    col = len(raw) - len(raw.lstrip()) + 1 if raw.strip() else 1
+    return file, line, col, max(len(text), 1)
+
+
+def _at(source: tuple[str, int, int, int] | None) -> Any:
+    """The NKI tracer's source(...) context for a node's place, or nothing when the node has none."""
+    if source is None:
+        return contextlib.nullcontext()
+    from ncsim.nki.tracer import current
+
+    return current().source(*source)
 
 
 def _fail(node: Any, message: str) -> LoweringError:
@@ -500,17 +536,24 @@ def _build_graph(fn: Any, fname: str, nodes: list[Any], user_nodes: list[Any], c
             if node.op != "call_function":
                 continue
             low.node = node
+            low.source = node_place(node)
             if node.target is _getitem():
                 env[node.name] = env[node.args[0].name][node.args[1]]
                 continue
             handler = _SUPPORTED[_op_name(node.target)]
             args_ = [low.arg(a) for a in node.args]
             kwargs = {k: low.arg(v) for k, v in node.kwargs.items()}
-            if handler not in _FUSABLE:  # a Lazy operand of another kind of op is written to HBM first
-                args_ = [low.materialise(a) for a in args_]
-                kwargs = {k: low.materialise(v) for k, v in kwargs.items()}
-            env[node.name] = handler(low, *args_, **kwargs)
-        return tuple(low.output(o, i) for i, o in enumerate(outs))
+            with _at(low.source):  # the node's instructions at the user's line (Lazy ones: region_into)
+                if handler not in _FUSABLE:  # a Lazy operand of another kind of op is written to HBM first
+                    args_ = [low.materialise(a) for a in args_]
+                    kwargs = {k: low.materialise(v) for k, v in kwargs.items()}
+                env[node.name] = handler(low, *args_, **kwargs)
+        results = []
+        for i, o in enumerate(outs):
+            low.source = node_place(o) if hasattr(o, "meta") else None
+            with _at(low.source):
+                results.append(low.output(o, i))
+        return tuple(results)
 
     kernel.__name__ = kernel.__qualname__ = fname if fname.isidentifier() else "lowered"
     kernel.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
@@ -572,6 +615,7 @@ class _Lowering:
         self.env = env
         self.config = config
         self.node: Any = None
+        self.source: tuple[str, int, int, int] | None = None  # node_place of the node being lowered
         # a node whose value is a graph output gets its result straight in an output tensor (once)
         self.out_of: dict[str, int] = {}
         for i, o in enumerate(outs):
@@ -647,7 +691,7 @@ class _Lowering:
         elif dtype.is_floating_point:
             operands = [float(o) if isinstance(o, (int, float)) and not isinstance(o, bool) else o for o in operands]
         operands = [self.materialise(o) if isinstance(o, Lazy) and o.shape != shape else o for o in operands]
-        lazy = Lazy(shape, dtype, operands, compute, self.node.name)
+        lazy = Lazy(shape, dtype, operands, compute, self.node.name, source=self.source)
         if self.node.name in self.out_of:  # a graph output: written now, into its output tensor
             out = self.new(shape, dtype)
             self.region_into(out, lazy)
@@ -670,11 +714,16 @@ class _Lowering:
         return v.tensor
 
     def elementwise_into(self, out: Tensor, operands: list[Any], compute: Callable[..., Any], dtype: Any) -> None:
-        self.region_into(out, Lazy(out.shape, dtype, operands, compute, "copy"))
+        self.region_into(out, Lazy(out.shape, dtype, operands, compute, "copy", source=self.source))
 
     def region_into(self, out: Tensor, root: Lazy) -> None:
         """One tile loop writing `root` into `out`: the HBM tensors it reads (through the Lazy values
-        it depends on) are loaded once per tile, every Lazy value computed once per tile."""
+        it depends on) are loaded once per tile, every Lazy value computed once per tile (at its
+        node's line), the loads and stores at the line of root's node."""
+        with _at(root.source or self.source):
+            self._region_into(out, root)
+
+    def _region_into(self, out: Tensor, root: Lazy) -> None:
         nl = _nl()
         shape = out.shape
         leaves: list[Tensor] = []
@@ -789,7 +838,9 @@ class _TileLoop:
         p, f = self.p, self.f
         if isinstance(o, Lazy) and o.tensor is None:
             if id(o) not in self.done:
-                self.done[id(o)] = o.compute([self.tile(x) for x in o.operands], (p, f))
+                tiles = [self.tile(x) for x in o.operands]
+                with _at(o.source):  # its instructions at its own node's line
+                    self.done[id(o)] = o.compute(tiles, (p, f))
             return self.done[id(o)]
         if not isinstance(o, (Tensor, Lazy)):
             return o
