@@ -11,7 +11,9 @@ Runs, alternating (one of each per round, so a busy moment of the machine hits t
     ncsim isa                                      the instruction table
     ncsim run programs/giou.s --trace ... --out ...  a whole run, warm (outputs and trace in a temp dir)
 
-and prints each one's best and median time and the difference of each best from the floor. The
+and prints each one's best and median wall time and the difference of each best from the floor, and
+the same of the best CPU time (user + system: less sensitive than wall time to other work on a
+shared machine, though not free of it). The
 numba cache must be warm (`ncsim warmup`): the first, unmeasured round warms it if it is not.
 
 The commands run as a user's do, with Python's bytecode cache: if PYTHONDONTWRITEBYTECODE is set
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -59,16 +62,18 @@ def commands(tmp: Path, trees: list[Path]) -> dict[str, tuple[list[str], dict[st
     return cmds
 
 
-def once(argv: list[str], env: dict[str, str], cwd: Path) -> float:
-    """Wall seconds of one command, run in `cwd` (not the checkout: `python -c` puts the current
-    folder first on sys.path, which would shadow a --tree's ncsim)."""
+def once(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system) of one command, run in `cwd` (not the checkout:
+    `python -c` puts the current folder first on sys.path, which would shadow a --tree's ncsim)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False, env=env,
                           cwd=cwd)
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         sys.exit(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stderr}")
-    return seconds
+    return seconds, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> None:
@@ -86,19 +91,23 @@ def main() -> None:
         for argv, env in cmds.values():  # warm the OS file cache and numba's
             once(argv, env, Path(tmp))
         times: dict[str, list[float]] = {name: [] for name in cmds}
+        cpu: dict[str, list[float]] = {name: [] for name in cmds}
         for _ in range(args.n):
             for name, (argv, env) in cmds.items():
-                times[name].append(once(argv, env, Path(tmp)))
+                wall, used = once(argv, env, Path(tmp))
+                times[name].append(wall)
+                cpu[name].append(used)
     floor_name = next(iter(cmds))
-    floor = min(times[floor_name])
-    print(f"best of {args.n}, alternating; python {sys.version.split()[0]}")
+    floor, cpu_floor = min(times[floor_name]), min(cpu[floor_name])
+    print(f"best of {args.n}, alternating; python {sys.version.split()[0]}; CPU = user + system time of the process")
     if "PYTHONDONTWRITEBYTECODE" in os.environ:
         print("(PYTHONDONTWRITEBYTECODE is set here: left out for the commands, which keep their .pyc files)")
-    print(f"{'command':32s} {'best':>8s} {'median':>8s} {'best - floor':>13s}")
+    print(f"{'command':32s} {'best':>8s} {'median':>8s} {'best - floor':>13s} {'best CPU':>9s} {'CPU - floor':>12s}")
     for name, ts in times.items():
         diff = "" if name == floor_name else f"{min(ts) - floor:+.3f} s"
-        print(f"{name:32s} {min(ts):7.3f}s {statistics.median(ts):7.3f}s {diff:>13s}")
-
+        cpu_diff = "" if name == floor_name else f"{min(cpu[name]) - cpu_floor:+.3f} s"
+        print(f"{name:32s} {min(ts):7.3f}s {statistics.median(ts):7.3f}s {diff:>13s} {min(cpu[name]):8.3f}s"
+              f" {cpu_diff:>12s}")
 
 if __name__ == "__main__":
     main()
