@@ -171,11 +171,14 @@ class Program:
 
     @classmethod
     def from_encoded(cls, enc: Encoded, kernel: str, files: Sequence[str], tensors: Sequence[TensorEntry],
-                     name: str = "<program>", semaphores: Mapping[int, str] | None = None) -> Program:
-        """The assembler's arrays (`ncsim.asm.build.Encoded`), without making an object."""
+                     name: str = "<program>", semaphores: Mapping[int, str] | None = None,
+                     gpsimd: Sequence[Any] = ()) -> Program:
+        """The assembler's arrays (`ncsim.asm.build.Encoded`), without making an object; `gpsimd`: the
+        GpSimd programs its gpsimd_call instructions run (the object's `gpsimd`), linked as from_object does."""
         prog = cls._read(kernel, list(files), list(tensors), name, enc.words, enc.word_first, enc.pos, enc.first,
                          enc.file, enc.line, enc.col)
         prog.semaphores = dict(semaphores or {})
+        prog.link_gpsimd(gpsimd)
         return prog
 
     @classmethod

@@ -28,14 +28,18 @@ def _decoded(prog: Program, k: int):
     """Instruction k decoded from its bytes, the way the program does not."""
     e = prog.engine_of(k)
     stream = prog.words[prog.word_first[e]:prog.word_first[e + 1]].tobytes()
-    return decode_one(stream, int(prog.pos[k] - prog.word_first[e]) * 8)[0]
+    instr = decode_one(stream, int(prog.pos[k] - prog.word_first[e]) * 8)[0]
+    if instr.mnemonic == "gpsimd_call":  # the bytes name the GpSimd program by index; the program links it
+        instr = dataclasses.replace(instr, operands={**instr.operands, "program": prog.gpsimd[instr["program"]]})
+    return instr
 
 
 @pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.name)
 def test_the_object_and_the_assembler_give_the_same_program(path):
     asm = Assembler(DEFAULT)
     obj = asm.assemble(path.read_text(), str(path))
-    direct = Program.from_encoded(asm.program.encoded, obj.kernel, obj.files, obj.tensors, str(path))
+    direct = Program.from_encoded(asm.program.encoded, obj.kernel, obj.files, obj.tensors, str(path),
+                                  gpsimd=obj.gpsimd)
     loaded = Program.from_object(read_elf(write_elf(obj), str(path)), str(path))
     for name in ARRAYS:
         assert np.array_equal(getattr(direct, name), getattr(loaded, name)), name
@@ -47,7 +51,7 @@ def test_the_object_and_the_assembler_give_the_same_program(path):
 @pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.name)
 def test_every_instruction_made_from_the_columns_is_the_decoded_one(path):
     prog = Program.from_object(assemble_file(path), str(path))
-    assert len(prog.body_first) < prog.count  # the programs' loops share bodies
+    assert len(prog.body_first) < prog.count or prog.count == 1  # the programs' loops share bodies
     for k in range(prog.count):
         made = prog.instruction(k)
         assert made == _decoded(prog, k), k

@@ -102,9 +102,8 @@ def load_program(program: str | Path | ObjectFile | Program, config: Config,
             obj = asm.assemble(read_source(path), path)
             # The program straight from the assembler's arrays: the object is not decoded again.
             prog = Program.from_encoded(asm.program.encoded, obj.kernel, obj.files, obj.tensors, path,
-                                        getattr(obj, "semaphores", {}))
+                                        getattr(obj, "semaphores", {}), obj.gpsimd)
             prog.obj = obj
-            prog.link_gpsimd(obj.gpsimd)
             prog.rules_kept = config  # the assembler checked every instruction under `config`
             return prog, path, False
     from ncsim.asm.elf import load_object

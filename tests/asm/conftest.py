@@ -119,6 +119,22 @@ sem_signal ready+=1, wait=[s0>=1]
 sem_wait ready>=1, engine=vector, signal=[done+=2, s3+=1]
 sem_wait done>=2, engine=scalar
 """,
+    "gpsimd_program": """\
+# a GpSimd program (its core instructions live in the .gpsimd section) called on all eight cores
+.kernel gp
+.hbm x f32[128, 16] in
+.hbm y f32[128, 16] out
+.gpsimd copy
+    coreid r1
+    li r2, 0
+top:
+    eld r3, in0, r2
+    est out0, r2, r3
+    add r2, r2, 1
+    blt r2, 1, top
+.end
+gpsimd_call copy, y, x, cores=8
+""",
     "tensors_only": """\
 .hbm  big bf16[16, 1024, 1024] scratch @1
 .hbm  io  u8[1] inout @17179869183

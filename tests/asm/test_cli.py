@@ -52,8 +52,16 @@ def ncsim_asm_roundtrip(cli, tmp_path: Path, name: str) -> bytes:
 
 
 def instruction_lines(source: str) -> list[str]:
-    return [ln.strip() for ln in source.splitlines()
-            if ln.strip() and not ln.strip().startswith((".", "#", ";"))]
+    """The NeuronCore instructions of a source: not directives, comments, or a .gpsimd section's core code."""
+    lines, in_core = [], False
+    for ln in (raw.strip() for raw in source.splitlines()):
+        if ln.startswith(".gpsimd"):
+            in_core = True
+        elif in_core and ln.startswith(".end"):
+            in_core = False
+        elif ln and not in_core and not ln.startswith((".", "#", ";")):
+            lines.append(ln)
+    return lines
 
 
 @pytest.mark.parametrize("name", PROGRAM_IDS)
