@@ -71,3 +71,23 @@ def test_a_loop_pattern_keeps_no_span_of_its_own():
     assert lo.v.tolist() == [0, 64, 128] and hi.v.tolist() == [64, 128, 192]
     plain = AccessPattern(Memory.SBUF, dtypes.FLOAT32, 0, 128, 8, ((1, 16),))
     assert plain._span == plain.byte_span() == (8, 72)
+
+
+def test_the_assembled_object_views_the_encoded_words():
+    """The assembler's object holds each stream as a read-only view of the encoded words (no copy of
+    the program's largest array); it reads, compares and writes as the bytes it stands for."""
+    import pytest
+
+    from ncsim.asm.assembler import Assembler
+    from ncsim.asm.elf import read_elf
+
+    asm = Assembler()
+    obj = asm.assemble(LOOPS, "loops.s")
+    view = obj.streams["vector"]
+    assert isinstance(view, memoryview) and view.readonly and len(view) % 8 == 0 and len(view)
+    enc = asm.program.encoded
+    assert view.obj is not None and not enc.words.flags.writeable
+    with pytest.raises(ValueError):
+        enc.words[0] = 0
+    again = read_elf(write_elf(obj), "loops.o")
+    assert again.streams == obj.streams and again.streams["vector"] == bytes(view)
