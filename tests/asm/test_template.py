@@ -231,3 +231,18 @@ def test_a_loop_variable_is_unknown_after_its_loop():
         assemble(src, "t.s")
     assert err.value.message == "unknown name 'k' in an integer expression"
     assert (err.value.loc.line, err.value.loc.col) == (6, 20)
+
+
+def test_lane_arithmetic_is_refused_only_where_a_lane_may_exceed_62_bits():
+    """The quick bound from the largest magnitudes may fail where no lane does: then the lanes decide
+    (2**61 in one lane plus 2**61 in another stays vectorised; in the same lane it does not)."""
+    import numpy as np
+
+    from ncsim.asm.lanes import Lanes, Unvectorisable
+
+    assert Lanes(np.array([2**61, 0])) + Lanes(np.array([0, 2**61])) == 2**61  # the same in both lanes
+    assert (Lanes(np.array([2**31, 1])) * Lanes(np.array([1, 2**31]))) == 2**31
+    with pytest.raises(Unvectorisable):
+        Lanes(np.array([2**61, 0])) + Lanes(np.array([2**61, 1]))
+    with pytest.raises(Unvectorisable):
+        Lanes(np.array([2**31, 0])) * (2**31)
