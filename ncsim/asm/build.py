@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
+import numba
 import numpy as np
 
 from ncsim import isa
@@ -318,6 +319,25 @@ def take(value: Any, idx: np.ndarray) -> Any:
     return value
 
 
+@numba.njit(cache=True, _nrt=False)
+def _place(words, enc, start, waits, signs, size, head, own_waits, own_signals):
+    """Lane x's encoding enc[x] into `words` at start[x]: its first `head` words (header, fields, its own
+    waits), room for its `waits[x]` automatic waits, its own signals, and the header's counts and size
+    patched (a wait count in bits 16.., signals 24.., bytes 32..)."""
+    for x in range(start.shape[0]):
+        base = start[x]
+        for c in range(head):
+            words[base + c] = enc[x, c]
+        tail = base + head + waits[x]
+        for c in range(own_signals):
+            words[tail + c] = enc[x, head + c]
+        header = enc[x, 0] & np.uint64(0xFFFF)
+        header |= np.uint64(own_waits + waits[x]) << np.uint64(16)
+        header |= np.uint64(own_signals + signs[x]) << np.uint64(24)
+        header |= np.uint64(size[x] * 8) << np.uint64(32)
+        words[base] = header
+
+
 def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
     n = gathered.n
     chunks = gathered.chunks
@@ -362,16 +382,8 @@ def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
             lanes_idx = keep[lo:lo + BATCH]
             gs = c.positions[lanes_idx]
             part = c.instr if len(lanes_idx) == c.n else take(c.instr, lanes_idx)
-            enc = encode_lanes(part, len(lanes_idx)).view("<u8")
-            st = word_start[gs]
-            words[st[:, None] + np.arange(hw)] = enc[:, :hw]
-            if s:
-                words[(st + hw + aw[gs])[:, None] + np.arange(s)] = enc[:, hw:hw + s]
-            header = enc[:, 0] & np.uint64(0xFFFF)
-            header |= (w + aw[gs]).astype(np.uint64) << np.uint64(16)
-            header |= (s + signs[gs]).astype(np.uint64) << np.uint64(24)
-            header |= (size[gs] * 8).astype(np.uint64) << np.uint64(32)
-            words[st] = header
+            enc = encode_lanes(part, len(lanes_idx)).view(np.uint64)
+            _place(words, enc, word_start[gs], aw[gs], signs[gs], size[gs], hw, w, s)
             del enc
     # Automatic waits, after the instruction's own (the j-th wait of each consumer in the order the
     # edges were found); its signal after its own signals. Both in blocks of BATCH * 16, so that their
