@@ -11,8 +11,10 @@ is a chunk of one lane. This module never makes a Python object per instruction:
 2. automatic synchronisation (`ncsim.asm.sync.synchronise_rows` over that table) gives the waits, and
    the semaphores are assigned to the streams waited for, as `ncsim.asm.sync` documents; the access
    table is dropped before encoding;
-3. `encode`: every chunk encoded for all its lanes at once (`encode_lanes`), the waits and signals
-   spliced in, the headers patched, laid out per engine stream as one array of 64-bit words.
+3. `encode_program`: every chunk encoded for its lanes in batches of BATCH (`encode_lanes`), placed
+   by a small numba kernel (`_place`) with room for the automatic waits and signals, which are then
+   written in, laid out per engine stream as one array of 64-bit words; the object's streams are
+   read-only views of it (`Encoded.stream_view`) and its line tables columns (`LineTable`).
 
 An instruction that would wait on more semaphores than the encoding holds is the one case built one
 at a time (the extra waits go on sem_wait instructions before it, on its engine).
