@@ -553,8 +553,10 @@ def _by_footprint(rows, rank, n_dist, n_rows, col_ptr, row_col, row_lo):
 @numba.njit(cache=True)
 def _clocks(n_nodes, succ_ptr, succ, indeg, node_col, node_pos, n_cols):
     """Vector clocks in topological order (Kahn): clock[v, c] is the last position (instruction k) of
-    column c's stream known complete before node v begins, -1 if none. Returns (clock, nodes done)."""
-    clock = np.full((n_nodes, n_cols), -1, np.int64)
+    column c's stream known complete before node v begins, -1 if none. Returns (clock, nodes done).
+    int32 (an instruction position is below 2**31: the object of so many would be over 16 GB): the pass
+    is bound by the memory traffic of this n_nodes x n_cols matrix, halved (0.13 -> 0.06 s at 10^6)."""
+    clock = np.full((n_nodes, n_cols), -1, np.int32)
     deg = indeg.copy()
     queue = np.empty(n_nodes, np.int64)
     head = 0
@@ -572,7 +574,7 @@ def _clocks(n_nodes, succ_ptr, succ, indeg, node_col, node_pos, n_cols):
             for j in range(n_cols):
                 clock[w, j] = max(clock[w, j], clock[v, j])
             if c >= 0 and node_pos[v] > clock[w, c]:
-                clock[w, c] = node_pos[v]
+                clock[w, c] = np.int32(node_pos[v])
             deg[w] -= 1
             if deg[w] == 0:
                 queue[tail] = w
