@@ -59,3 +59,31 @@ def test_a_parameter_override_reaches_the_run(capsys):
     fast, _, _ = tool.simulate(TABLE["mamba_v1"], tool.load_config())
     assert slow > fast
 
+
+
+def test_matmul_optimized_waits_on_single_buffered_lhsT_loads():
+    """docs/timing.md "Calibration", matmul_optimized: with the front end's buffer policy the Tensor
+    engine waits mostly for the lhsT loads (each block's 8 tiles get one buffer each, so the next
+    block's loads wait for this block's matmuls); with two buffers per live tile those waits go.
+    The tutorial's tiling at a reduced K and N (2 blocks each) keeps the test short."""
+    _tool()  # puts tools/ on sys.path
+    from bench_nki import matmul_optimized
+
+    import ncsim.nki.language as nl
+    from ncsim import nki
+    from ncsim.nki.typing import tensor
+    m, k, n = 4096, 2048, 2048
+    args = (tensor[[k, m], nl.bfloat16], tensor[[k, n], nl.bfloat16])
+
+    def tensor_waits(buffers):
+        t = nki.simulate(matmul_optimized, args, {}, values=False, buffers=buffers).result.timing
+        on_loads = 0
+        for sig, wait in zip(t.edge_signal, t.edge_wait):
+            if t.engine[wait] == 0 and t.mnemonic(sig) == "dma_copy":
+                on_loads += int(t.sem_wait[wait])
+        return int(t.sem_wait[t.engine == 0].sum()), on_loads
+
+    total, on_loads = tensor_waits(2)
+    assert on_loads > total / 2
+    total16, on_loads16 = tensor_waits(16)
+    assert on_loads16 < on_loads / 5 and total16 < total / 2
