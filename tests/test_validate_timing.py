@@ -61,10 +61,11 @@ def test_a_parameter_override_reaches_the_run(capsys):
 
 
 
-def test_matmul_optimized_waits_on_single_buffered_lhsT_loads():
-    """docs/timing.md "Calibration", matmul_optimized: with the front end's buffer policy the Tensor
-    engine waits mostly for the lhsT loads (each block's 8 tiles get one buffer each, so the next
-    block's loads wait for this block's matmuls); with two buffers per live tile those waits go.
+def test_matmul_optimized_lhsT_loads_are_double_buffered():
+    """docs/timing.md "Calibration", matmul_optimized: the front end's buffer policy gives the site
+    that makes a block's 8 lhsT tiles 2 x 8 buffers (docs/nki.md "Buffer policy"), so the next
+    block's loads do not wait for this block's matmuls: the Tensor engine's waits on lhsT loads are
+    a small part of its waits (here 22%). Under the old policy (8 buffers, one per tile) the loads took 77% of the Tensor engine's waits.
     The tutorial's tiling at a reduced K and N (2 blocks each) keeps the test short."""
     _tool()  # puts tools/ on sys.path
     from bench_nki import matmul_optimized
@@ -84,6 +85,4 @@ def test_matmul_optimized_waits_on_single_buffered_lhsT_loads():
         return int(t.sem_wait[t.engine == 0].sum()), on_loads
 
     total, on_loads = tensor_waits(2)
-    assert on_loads > total / 2
-    total16, on_loads16 = tensor_waits(16)
-    assert on_loads16 < on_loads / 5 and total16 < total / 2
+    assert on_loads < total / 3

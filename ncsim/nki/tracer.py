@@ -9,12 +9,12 @@ source's place instead with `Tracer.source(file, line)`; the buffer pools keep t
 Tensors are `TensorEntry`s placed by `ncsim.asm.alloc.Allocator`; `Program.build` then
 synchronises the engines exactly as for assembly. Nothing is printed and re-parsed.
 
-Buffer policy (docs/nki.md): every creation site of an on-chip tile (its line, and the lines of
-the calls that led there) has a pool of buffers. A new tile at a site takes the next buffer of its
-pool in turn; the pool grows to `buffers` (default 2) so that consecutive iterations of a loop
-write different buffers and can overlap, and beyond that only when every buffer still holds a tile
-the kernel can reach (a Python reference to it is alive). A tile nobody can reach any more gives
-its buffer back to its site.
+Buffer policy (docs/nki.md "Buffer policy"): every creation site of an on-chip tile (its line, and
+the lines of the calls that led there) has a pool of buffers. The pool grows to `buffers` (default
+2) times the largest number of the site's tiles the kernel has held at once (a Python reference
+alive), so that the set of tiles one loop iteration makes and the next iteration's are disjoint and
+can overlap. A new tile takes a new buffer while the pool is below that size (or when every buffer
+holds a reachable tile), else the least recently used buffer that holds no reachable tile.
 """
 
 from __future__ import annotations
@@ -192,9 +192,24 @@ class _Site:
 
 @dataclass
 class _Pool:
+    """The buffers of one tile creation site (the buffer policy of the module docstring)."""
     entries: list[TensorEntry] = field(default_factory=list)
-    holders: list[Callable[[], Buffer | None]] = field(default_factory=list)
-    next: int = 0
+    holders: list[Callable[[], Buffer | None]] = field(default_factory=list)  # each buffer's tile
+    used: list[int] = field(default_factory=list)  # when each buffer last got a tile (Tracer.tick)
+    live: int = 0  # the site's tiles the kernel can reach now (kept by the holders' callbacks)
+    peak: int = 0  # the most of them seen reachable at once
+
+    def hold(self, i: int, buf: Buffer, tick: int) -> None:
+        self.live += 1
+        self.holders[i] = weakref.ref(buf, self._dropped)
+        self.used[i] = tick
+
+    def _dropped(self, _ref: object) -> None:
+        self.live -= 1
+
+    def fold(self) -> None:
+        """Count the tiles reachable now into the peak."""
+        self.peak = max(self.peak, self.live)
 
 
 class Tracer:
@@ -211,6 +226,8 @@ class Tracer:
         self.alloc = Allocator(config)
         self.queues: dict[tuple[str, Memory, Memory], int] = {}
         self.pools: dict[tuple[str, tuple[int, ...], str, tuple], _Pool] = {}
+        self.last_pool: _Pool | None = None  # the pool that last got a tile, its peak not yet counted
+        self.tick = 0  # tiles made so far (the pools' least-recently-used order)
         self.pending: list[weakref.ref[View]] = []
         self.pe_ones: dict[int, View] = {}  # [1, M] fp32 ones of partition broadcasts (language._pe_broadcast)
         self.hbm: list[Buffer] = []
@@ -265,15 +282,17 @@ class Tracer:
         self.check_tile(memory, dtype, shape, place)
         key = (memory, shape, dtype.short, place.site)
         pool = self.pools.setdefault(key, _Pool())
+        self.fold_pool()
+        # The tiles reachable before this one count now; this one counts at the next call
+        # (fold_pool), so that `t = nl.ndarray(...)` in a loop, whose old tile dies only when the
+        # name is bound again, counts as one live tile and not two.
+        pool.fold()
+        size = self.buffers * max(pool.peak, 1)
+        free = [i for i in range(len(pool.entries)) if pool.holders[i]() is None]
         chosen = None
-        if len(pool.entries) >= self.buffers:
-            n = len(pool.entries)
-            for k in range(n):
-                i = (pool.next + k) % n
-                if pool.holders[i]() is None:
-                    chosen = i
-                    break
-        if chosen is None:
+        if free and len(pool.entries) >= size:
+            chosen = min(free, key=pool.used.__getitem__)
+        else:
             file = os.path.basename(place.file).removesuffix(".py")
             name = self.unique(f"{file}_{place.line}_{memory}{len(pool.entries)}")
             try:
@@ -281,21 +300,28 @@ class Tracer:
             except AsmError as e:
                 # The memory is full: a buffer of this site that holds no reachable tile is taken
                 # again (fewer buffers, less overlap) before the kernel is refused (docs/nki.md).
-                free = [i for i in range(len(pool.entries)) if pool.holders[i]() is None]
                 if not free:
                     raise AsmError(e.message, place.source_loc(), notes=e.notes) from None
                 self.names.discard(name)
-                entry = None
-                chosen = min(free, key=lambda i: (i - pool.next) % len(pool.entries))
-            if entry is not None:
+                chosen = min(free, key=pool.used.__getitem__)
+            else:
                 self.program.tensors[name] = entry
                 pool.entries.append(entry)
                 pool.holders.append(lambda: None)
+                pool.used.append(0)
                 chosen = len(pool.entries) - 1
-        pool.next = (chosen + 1) % max(len(pool.entries), 1)
+        self.tick += 1
         buf = Buffer(pool.entries[chosen], pool.entries[chosen].name)
-        pool.holders[chosen] = weakref.ref(buf)
+        pool.hold(chosen, buf, self.tick)
+        self.last_pool = pool
         return buf
+
+    def fold_pool(self) -> None:
+        """Count the tiles of the site that last made one into its peak (called at each tile and
+        each `nl.*` result, so that a site's tiles held together, e.g. in a list, are counted)."""
+        if self.last_pool is not None:
+            self.last_pool.fold()
+            self.last_pool = None
 
     def check_tile(self, memory: str, dtype: dtypes.DType, shape: tuple[int, ...], place: Place) -> None:
         """NKI's tile rules: partition dimension first, at most pmax; a PSUM tile fits one bank."""
@@ -323,6 +349,7 @@ class Tracer:
                dst_name: str = "dst", **operands: Any) -> View:
         """A view of a result whose instruction is `mnemonic(**operands)`, its destination chosen later."""
         place = user_place()
+        self.fold_pool()
         if memory != "hbm":
             self.check_tile(memory, dtype, shape, place)
         for v in operands.values():

@@ -132,6 +132,42 @@ def test_a_tile_made_in_a_loop_rotates_through_two_buffers():
 
 
 @nki.jit
+def blocks_of_rows(x, k=4):
+    """Each block loads k tiles at one line, kept in a list, and sums them: k tiles live at once."""
+    out = nl.ndarray((x.shape[0] // k, x.shape[1]), dtype=x.dtype, buffer=nl.shared_hbm)
+    for b in nl.affine_range(x.shape[0] // (128 * k)):
+        rows = [nl.load(x[(b * k + t) * 128:(b * k + t + 1) * 128, :]) for t in range(k)]
+        acc = nl.ndarray((128, x.shape[1]), dtype=x.dtype)
+        acc[...] = nl.add(rows[0], rows[1])
+        for t in range(2, k):
+            acc[...] = nl.add(acc, rows[t])
+        nl.store(out[b * 128:(b + 1) * 128, :], value=acc)
+    return out
+
+
+def test_a_site_making_k_live_tiles_gets_2k_buffers_in_turn():
+    """docs/nki.md "Buffer policy": a line that makes 4 tiles an iteration, live together, has
+    2 x 4 buffers, and consecutive iterations load into disjoint sets (the set of one iteration
+    again two iterations later); `acc = nl.ndarray(...)`, one live tile an iteration (the old one
+    dies when the name is bound again), keeps two buffers."""
+    x = np.random.default_rng(8).standard_normal((128 * 4 * 4, 16)).astype(F32)
+    want = x.reshape(4, 4, 128, 16).sum(axis=1, dtype=F32)
+    np.testing.assert_array_equal(blocks_of_rows(x), want.reshape(512, 16))
+    instrs = nki.last_run().program.instructions
+    loads = [i["dst"].offset for i in instrs if i.mnemonic == "dma_copy" and i["dst"].memory.label == "sbuf"]
+    sets = [set(loads[b * 4:(b + 1) * 4]) for b in range(4)]
+    assert all(len(s) == 4 for s in sets)
+    assert not sets[0] & sets[1] and not sets[1] & sets[2] and not sets[2] & sets[3]
+    assert sets[0] == sets[2] and sets[1] == sets[3]
+    stores = {i["src"].offset for i in instrs if i.mnemonic == "dma_copy" and i["src"].memory.label == "sbuf"}
+    assert len(stores) == 2
+    run = nki.simulate(blocks_of_rows, (x,), {}, buffers=3)  # the override: 3 x 4, sets of 4 in turn
+    loads = [i["dst"].offset for i in run.program.instructions
+             if i.mnemonic == "dma_copy" and i["dst"].memory.label == "sbuf"]
+    assert len(set(loads)) == 12 and set(loads[:4]) == set(loads[12:16])
+
+
+@nki.jit
 def row_times_rows(x, row):
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     for i in nl.affine_range(2):
