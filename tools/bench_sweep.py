@@ -1,11 +1,11 @@
 """Benchmark of `ncsim.sweep`: points per second on a local Dask cluster against a plain sequential loop.
 
     .venv/bin/python tools/bench_sweep.py                        # 40 points, a local cluster of one worker per core
-    .venv/bin/python tools/bench_sweep.py --blocks 300 --workers 2
+    .venv/bin/python tools/bench_sweep.py --blocks 250 --workers 2
     .venv/bin/python tools/bench_sweep.py --scheduler tcp://127.0.0.1:8786   # an existing cluster instead
 
 The program is tools/bench_pipeline.py's generated `.sync auto` kernel (loops over every engine, DMAs,
-a tiled matmul) with --blocks blocks (816 instructions each; 250 blocks: about 204k instructions), so
+a tiled matmul) with --blocks blocks (816 instructions each; the default 400 blocks: about 326k instructions), so
 that one timing-only point (timing, race check, report) takes a few tenths of a second. The grid is
 8 HBM bandwidths x 5 DMA engine counts = 40 points, none of which changes the assembly.
 
@@ -57,7 +57,7 @@ def sequential(path: str) -> tuple[float, list[float]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--blocks", type=int, default=250, help="blocks of bench_pipeline's program (816 instructions each)")
+    ap.add_argument("--blocks", type=int, default=400, help="blocks of bench_pipeline's program (816 instructions each)")
     ap.add_argument("--workers", type=int, default=None, help="workers of the local cluster (default: cores)")
     ap.add_argument("--scheduler", default=None, help="a Dask scheduler's address instead of a local cluster")
     args = ap.parse_args()
