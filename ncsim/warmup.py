@@ -34,12 +34,14 @@ from typing import Any, TextIO
 # One small program that reaches every compiled kernel: the assembler's synchronisation, the
 # functional engines (activation and its accumulators, fp32 elementwise operators computed into
 # memory, float and bitwise reductions, the scan, the matmul, bn_stats/bn_aggr, max8 with
-# match_replace), the timing model, the race check and the report.
+# match_replace), a GpSimd program on the cores (their interpreter), the timing model, the race
+# check and the report.
 PROGRAM = """\
 # ncsim warmup: every compiled kernel of the simulator once, on small tiles
 .kernel warmup
 .hbm  x    f32[128, 64] in
 .hbm  y    f32[128, 64] out
+.hbm  z    f32[128, 64] out
 .sbuf a    f32[128, 64]
 .sbuf b    f32[128, 64]
 .sbuf c    f32[128, 64]
@@ -67,6 +69,13 @@ bn_aggr mv, st
 max8 top, c
 nc_match_replace8 c, c, top, 0.0
 dma_copy y, c
+
+.gpsimd copy_one
+    coreid r2
+    eld r3, in0, r2
+    est out0, r2, r3
+.end
+gpsimd_call copy_one, z, x, cores=8
 """
 
 NOTICE = ("ncsim: compiling the simulator's kernels for this machine, once (up to half a minute); later runs load them"
