@@ -12,7 +12,8 @@ count). Per instruction k:
 
 - `opcode[k]` (isa row), `engine[k]` (index into isa.ENGINES);
 - `pos[k]`: its first word in `words`, the encoded streams as one array of little-endian 64-bit
-  words (stream e is words[word_first[e]:word_first[e + 1]], as the object's .text sections hold it);
+  words (stream e is words[word_first[e]:word_first[e + 1]], as the object's .text sections hold it;
+  read-only, and a view into the object file's bytes, not a copy, when the streams lie back to back);
 - `body[k]`: instructions whose encodings agree in every byte but the semaphore counts, the access
   patterns' byte offsets (or constants' bits) and sem_wait's / sem_signal's semaphore operand share
   a body; `body_first[b]` is the first instruction of body b. The isa operand table (`layout`) says
@@ -51,7 +52,7 @@ import dataclasses
 import itertools
 import linecache
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -130,7 +131,7 @@ class Program:
         for engine in ENGINES:
             if len(streams[engine]) % 8:
                 _raise_decode(streams[engine], engine, name)  # a truncated instruction: decode says where
-        words = np.frombuffer(b"".join(streams[e] for e in ENGINES), dtype="<u8")
+        words = _words(streams[e] for e in ENGINES)
         sizes = np.array([len(streams[e]) // 8 for e in ENGINES], np.int64)
         word_first = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
         tab = _tables()
@@ -416,6 +417,35 @@ class Program:
             lo, hi = int(self.first[i]), int(self.first[i + 1])
             obj.lines[e] = LineTable(self.src_file[lo:hi], self.src_line[lo:hi], self.src_col[lo:hi])
         return obj
+
+
+def _words(streams: Iterable[bytes | memoryview]) -> np.ndarray:
+    """The streams, back to back, as one read-only array of little-endian 64-bit words: a view without a
+    copy when they are views laid out one after the other in one buffer (an object read from a file,
+    whose .text sections follow each other, or the assembler's), else one concatenation."""
+    parts = [s for s in streams if len(s)]
+    if not parts:
+        return np.frombuffer(b"", "<u8")
+    if all(isinstance(s, memoryview) and s.c_contiguous and s.itemsize == 1 for s in parts):
+        roots = [s.obj for s in parts]
+        for k, root in enumerate(roots):
+            while isinstance(root, np.ndarray) and root.base is not None:  # the array that owns the memory
+                root = root.base
+            roots[k] = root
+        if all(r is roots[0] for r in roots):
+            try:
+                base = np.frombuffer(roots[0], np.uint8)
+            except (TypeError, ValueError, BufferError):
+                return np.frombuffer(b"".join(parts), dtype="<u8")
+            lo = base.ctypes.data
+            starts = [np.frombuffer(s, np.uint8).ctypes.data - lo for s in parts]
+            ends = [a + len(s) for a, s in zip(starts, parts)]
+            if (starts[0] >= 0 and ends[-1] <= base.size and (lo + starts[0]) % 8 == 0
+                    and all(e == a for e, a in zip(ends, starts[1:]))):
+                words = base[starts[0]:ends[-1]].view("<u8")
+                words.flags.writeable = False
+                return words
+    return np.frombuffer(b"".join(parts), dtype="<u8")
 
 
 def _raise_decode(stream: bytes, engine: str, file: str, pos: int = 0) -> None:

@@ -116,3 +116,21 @@ def test_the_columns_take_at_most_175_bytes_per_instruction():
     prog = Program.from_object(assemble_file(path), str(path))
     columns = sum(v.nbytes for name, v in vars(prog).items() if isinstance(v, np.ndarray) and name != "words")
     assert columns / prog.count <= 175
+
+
+def test_loading_an_object_file_does_not_copy_its_instruction_words():
+    """The words of an object read from its ELF bytes are a view into those bytes (its .text sections
+    follow each other in the file), and so are those of the assembler's object; streams that are not
+    laid out back to back are concatenated, with the same result."""
+    path = Path(__file__).resolve().parents[1] / "programs" / "giou.s"
+    obj = assemble_file(path)
+    data = write_elf(obj)
+    read = read_elf(data, "giou.o")
+    prog = Program.from_object(read, str(path))
+    assert np.shares_memory(prog.words, np.frombuffer(data, np.uint8))
+    assert not prog.words.flags.writeable
+    assert np.shares_memory(Program.from_object(obj, str(path)).words, obj.streams["vector"])
+    apart = dataclasses.replace(read, streams={e: bytes(s) for e, s in read.streams.items()})
+    copied = Program.from_object(apart, str(path))
+    assert not np.shares_memory(copied.words, np.frombuffer(data, np.uint8))
+    assert np.array_equal(copied.words, prog.words) and copied.words.flags.c_contiguous

@@ -362,7 +362,10 @@ class _Found:
     type: str | int  # pyelftools' name for the type ("SHT_PROGBITS"), or the number if it has none
     entsize: int
     link: int
-    data: bytes
+    data: bytes | memoryview  # a read-only view into the file's bytes for the sections in _VIEWED
+
+
+_VIEWED = frozenset((*TEXT_SECTIONS, LINES_SECTION))
 
 
 def _show(name: str) -> str:
@@ -378,6 +381,7 @@ def _one_line(exc: BaseException) -> str:
 class _Reader:
     def __init__(self, data: bytes, filename: str):
         self.data = data
+        self.view = memoryview(data)
         self.filename = filename
 
     def error(self, message: str, offset: int | None = None) -> ObjectFileError:
@@ -547,8 +551,10 @@ class _Reader:
                 f"section {index} ({_show(name)}) runs past the end of the file: bytes {offset}..{offset + size} "
                 f"but the file has {len(self.data)} bytes", header_at + 24,
             )
-        return _Found(name, index, header_at, offset, sh_type, header["sh_entsize"], header["sh_link"],
-                      self.data[offset: offset + size])
+        # The instruction streams and the line table (most of a large object's bytes) are views into the
+        # file's bytes, not copies; the other sections are small and read as bytes.
+        data = self.view[offset: offset + size] if name in _VIEWED else self.data[offset: offset + size]
+        return _Found(name, index, header_at, offset, sh_type, header["sh_entsize"], header["sh_link"], data)
 
     def find_sections(self, elf: ELFFile, shoff: int, shnum: int, shstrndx: int) -> dict[str, _Found]:
         shstrtab = self.section(elf, shstrndx, shoff + shstrndx * _SHDR.size, None)
@@ -708,7 +714,8 @@ class _Reader:
 
 
 def read_elf(data: bytes, filename: str) -> ObjectFile:
-    """The ObjectFile in `data`, the bytes of the file `filename` (used in error messages).
+    """The ObjectFile in `data`, the bytes of the file `filename` (used in error messages). Its streams
+    are read-only memoryviews into (a bytes copy of) `data`, which they keep alive.
 
     Raises ObjectFileError, naming the broken rule and the byte offset, for anything that is not a
     well-formed ncsim object; nothing else.
