@@ -223,9 +223,11 @@ def run(program: str, input_files: tuple[str, ...], out_file: str | None, seed: 
     differ: a race explains a mismatch), 1 for an error in the program, its inputs or its run.
     """
     from ncsim import progress, warmup
+    from ncsim.runtime.heap import keep_freed_memory
     from ncsim.runtime.run import run as run_kernel
     from ncsim.runtime.run import save_outputs
 
+    keep_freed_memory()  # the phases reuse what the previous one freed (docs/running.md)
     config = make_config(config_files, sets)
     params = parse_defines(defines)
     given = {}
@@ -316,9 +318,11 @@ def nki_cmd(script: str, script_args: tuple[str, ...], timing_only: bool, emit_a
     import runpy
 
     from ncsim import nki
+    from ncsim.runtime.heap import keep_freed_memory
 
     if not Path(script).is_file():
         raise NcsimError("no such script", file=script)
+    keep_freed_memory()  # the kernels' runs reuse what the previous one freed (docs/running.md)
     nki.options.update(timing_only=timing_only, announce=not quiet, config=make_config(config_files, sets),
                        emit_asm=emit_asm, show_sync=show_sync)
     nki.install_alias()
@@ -417,7 +421,9 @@ def sweep_cmd(programs: tuple[str, ...], grids: tuple[str, ...], zip_all: bool, 
     timing-only run per point; the table, a summary of each program's sensitivity to each parameter,
     and optionally a picture. docs/sweep.md has the details."""
     from ncsim import progress, sweeps
+    from ncsim.runtime.heap import keep_freed_memory
 
+    keep_freed_memory()  # this process assembles the programs and gathers the rows (docs/running.md)
     _check_output("--out", out_file)
     if plot_file is not None:
         _check_output("--plot", plot_file)

@@ -372,31 +372,16 @@ def _empty_row(status: str, error: str | None) -> dict[str, Any]:
     return row
 
 
-_memory_kept = False
-
-
 def _keep_freed_memory() -> None:
-    """Once per process: glibc keeps the memory a point frees for the next point instead of giving it
-    back to the system (no mmap for large blocks, no trimming of the heap). A point allocates and frees
-    hundreds of MiB of arrays; given back each time, the next point takes them again as fresh pages,
-    and with two workers those page faults (the kernel zeroing every page) cost more than the points'
-    own work: on the 2-core machine tools/bench_sweep.py's cluster was no faster than a loop (x1.01,
-    12 s of system time) until the workers kept their memory (x1.5). Dask's own nanny asks for the
-    opposite (MALLOC_TRIM_THRESHOLD_=65536), so this is set here, in the process, for every cluster.
-    A worker therefore holds on to its largest point's memory. Elsewhere than glibc: nothing."""
-    global _memory_kept
-    if _memory_kept:
-        return
-    _memory_kept = True
-    try:
-        import ctypes
+    """Once per process: a worker keeps the memory a point frees for the next point (ncsim.runtime.heap:
+    no mmap for large blocks, no trimming). Given back each time, the next point takes it again as
+    fresh pages, and with two workers those page faults cost more than the points' own work: on the
+    2-core machine tools/bench_sweep.py's cluster was no faster than a loop (x1.01, 12 s of system
+    time) until the workers kept their memory (x1.5). Dask's own nanny asks for the opposite
+    (MALLOC_TRIM_THRESHOLD_=65536), so this is set here, in the worker, for every cluster."""
+    from ncsim.runtime.heap import keep_freed_memory
 
-        libc = ctypes.CDLL("libc.so.6")
-        m_trim_threshold, m_mmap_max = -1, -4  # glibc's mallopt parameters (malloc.h)
-        libc.mallopt(m_mmap_max, 0)
-        libc.mallopt(m_trim_threshold, 2**30)
-    except (OSError, AttributeError):
-        pass
+    keep_freed_memory()
 
 
 def _run_point(assembled: tuple[str, Any], key: str, spec: ProgramSpec, config: Config,

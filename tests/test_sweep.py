@@ -333,7 +333,7 @@ import sys
 import numpy as np
 import ncsim.sweeps as sweeps
 if sys.argv[1] == "keep":
-    sweeps._keep_freed_memory()
+    sweeps._keep_freed_memory()  # a worker's call: ncsim.runtime.heap.keep_freed_memory
 def rss():
     for line in open("/proc/self/status"):
         if line.startswith("VmRSS:"):

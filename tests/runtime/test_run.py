@@ -388,3 +388,40 @@ def test_run_shows_bars_on_a_terminal_but_not_quiet_or_in_a_pipe(tmp_path):
     done = subprocess.run([str(NCSIM), "run", "add.s"], cwd=tmp_path, env=env, capture_output=True, text=True,
                           check=False, timeout=120)
     assert done.returncode == 0 and done.stderr == "", done.stderr
+
+
+HEAP_PROBE = """
+import sys
+from ncsim.runtime import heap
+calls = []
+heap.keep_freed_memory = lambda: calls.append(1)
+if sys.argv[1] == "library":
+    import ncsim
+    ncsim.run(sys.argv[2], values=False)
+else:
+    from ncsim.cli import main
+    sys.argv = ["ncsim", *sys.argv[1:]]
+    try:
+        main()
+    except SystemExit as e:
+        assert not e.code, e.code
+print(len(calls))
+"""
+
+
+@pytest.mark.parametrize("how", ["run", "sweep", "nki", "library"])
+def test_the_ncsim_command_keeps_the_memory_its_phases_free(tmp_path, how):
+    """`ncsim run`, `ncsim sweep` and `ncsim nki` ask glibc to keep freed memory for the next phase
+    (ncsim.runtime.heap); ncsim used as a library leaves the process's malloc alone."""
+    write(tmp_path, "add.s", ADD)
+    (tmp_path / "k.py").write_text("print('no kernel')\n")
+    args = {"run": ["run", "add.s", "--timing-only", "-q"], "library": ["library", "add.s"],
+            "sweep": ["sweep", "add.s", "--grid", "hbm_bandwidth=205e9",
+                      "--workers", "1", "--no-cache", "-q", "--out", "s.csv"],
+            "nki": ["nki", "-q", "k.py"]}[how]
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", HEAP_PROBE, *args], check=False, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-1] == ("0" if how == "library" else "1")
