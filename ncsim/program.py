@@ -61,7 +61,7 @@ import numba
 import numpy as np
 
 from ncsim import dtypes, isa
-from ncsim.asm.fields import SIGNAL_OPS, WAIT_OPS, SemOp, const_from_bits
+from ncsim.asm.fields import SIGNAL_OPS, WAIT_OPS, APKind, SemOneKind, SemOp, const_from_bits
 from ncsim.asm.instruction import Instruction, decode_one, encode, layout
 from ncsim.asm.objfile import LineEntry, LineTable, ObjectFile, TensorEntry
 from ncsim.errors import ObjectFileError, SourceLoc
@@ -349,7 +349,7 @@ class Program:
         a0 = int(self.ap_ptr[k])
         for operand, _ in layout(rep.spec.opcode)[0]:
             value = rep.operands[operand.name]
-            if type(operand.kind).__name__ == "APKind":
+            if isinstance(operand.kind, APKind):
                 if value is not None:
                     ops[operand.name] = self._pattern(b, j, value, int(self.ap_value[a0 + j]))
                 j += 1
@@ -485,14 +485,13 @@ def _tables() -> _Tables:
         keep = np.full(size, 0xFF, np.uint8)
         keep[2:6] = 0  # semaphore counts and size: not part of the body
         for operand, off in placed:
-            kind = type(operand.kind).__name__
-            if kind == "APKind":
+            if isinstance(operand.kind, APKind):
                 keep[off + 8:off + 16] = 0  # the byte offset (or a constant's bits): read per instruction
                 j = ap_count[row.opcode]
                 ap_off[row.opcode, j] = off
                 ap_access[row.opcode, j] = roles[operand.role]
                 ap_count[row.opcode] += 1
-            elif kind == "SemOneKind":
+            elif isinstance(operand.kind, SemOneKind):
                 keep[off:off + operand.kind.size] = 0
                 sem_operand[row.opcode] = 1 if row.mnemonic == "sem_wait" else 2
         mask[row.opcode, :size // 8] = keep.view("<u8")

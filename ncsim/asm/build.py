@@ -212,6 +212,10 @@ class Synced:
         e = np.zeros(0, np.int64)
         return Synced(e, e, e, e, e, e, {}, np.zeros(n, np.int64))
 
+    def wait_on(self, stream: np.ndarray, p: int) -> SemOp:
+        """The wait that orders an instruction after producer p: p's stream's semaphore at p's rank."""
+        return SemOp(self.sem_of[int(stream[p])], ">=", int(self.rank[p]))
+
 
 class _Lazy:
     """A sequence whose items are made when read (for the few a report names)."""
@@ -231,7 +235,7 @@ def describe(gathered: Gathered, synced: Synced, files: list[str]) -> str:
     edges = []
     for j in range(len(synced.producer)):
         p, c = int(synced.producer[j]), int(synced.consumer[j])
-        wait = SemOp(synced.sem_of[int(stream[p])], ">=", int(synced.rank[p]))
+        wait = synced.wait_on(stream, p)
         edges.append(sync.Edge(p, c, sync.KINDS[int(synced.kind[j])], str(operand[synced.producer_operand[j]]),
                                str(operand[synced.consumer_operand[j]]), memory[int(synced.memory[j])], wait))
     semaphores = {names[s]: sem for s, sem in sorted(synced.sem_of.items(), key=lambda x: x[1])}
@@ -287,9 +291,6 @@ class Encoded:
     line: np.ndarray  # uint32, as the object's line table holds them
     col: np.ndarray  # uint32
     origin: np.ndarray
-
-    def stream_bytes(self, e: int) -> bytes:
-        return self.words[self.word_first[e]:self.word_first[e + 1]].tobytes()
 
     def stream_view(self, e: int) -> memoryview:
         """Stream e's bytes without a copy: a read-only view of `words` (which encoding leaves read-only)."""
@@ -376,10 +377,9 @@ def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
     word_first = np.zeros(len(ENGINES) + 1, np.int64)
     np.cumsum(np.bincount(engine, weights=size, minlength=len(ENGINES)).astype(np.int64), out=word_first[1:])
 
-    for c in chunks:
+    for ci, c in enumerate(chunks):
         keep = np.flatnonzero(~special[c.positions])
-        w, s = len(c.instr.waits), len(c.instr.signals)
-        hw = layout(c.instr.spec.opcode)[1] // 8 + w  # words before the automatic waits
+        w, s, hw = int(own_w[ci]), int(own_s[ci]), int(head[ci])  # hw: words before the automatic waits
         for lo in range(0, len(keep), BATCH):
             lanes_idx = keep[lo:lo + BATCH]
             gs = c.positions[lanes_idx]
@@ -443,8 +443,7 @@ def _one_by_one(gathered: Gathered, synced: Synced, stream: np.ndarray, g: int) 
     """Instruction g encoded the slow way: its waits beyond the encoding's limit on sem_waits before it."""
     instr = gathered.instruction(g)
     mine = np.flatnonzero(synced.consumer == g)
-    auto = [SemOp(synced.sem_of[int(stream[synced.producer[j]])], ">=", int(synced.rank[synced.producer[j]]))
-            for j in mine]
+    auto = [synced.wait_on(stream, int(synced.producer[j])) for j in mine]
     waits = list(instr.waits) + auto
     limit = isa.WAITS.max_len
     extra, waits = (waits[:-limit], waits[-limit:]) if len(waits) > limit else ([], waits)

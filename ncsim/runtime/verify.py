@@ -27,6 +27,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ncsim.asm.fields import APKind
 from ncsim.asm.instruction import layout
 from ncsim.asm.rules import check_instruction, check_tensor
 from ncsim.config import Config
@@ -72,7 +73,7 @@ def candidates(prog: Program, config: Config) -> np.ndarray:
         constant = np.zeros((len(prog.body_first), width), np.bool_)
         for b, k in enumerate(prog.body_first.tolist()):
             rep = prog.instruction(k)
-            aps = [op for op, _ in layout(rep.spec.opcode)[0] if type(op.kind).__name__ == "APKind"]
+            aps = [op for op, _ in layout(rep.spec.opcode)[0] if isinstance(op.kind, APKind)]
             for j, op in enumerate(aps):
                 constant[b, j] = isinstance(rep.operands[op.name], Immediate)
         rows = np.flatnonzero(constant[prog.body[ap_instr], slot])
