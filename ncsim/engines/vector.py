@@ -49,8 +49,7 @@ def tensor_tensor_ref(instr, inputs, state):
         out = np.array([refalu.bitop(op, int(x), int(y)) for x, y in zip(a, b)], np.uint32)
         return {"dst": alu.from_bits(out, dst.dtype).reshape(dst.shape)}
     if instr.engine == "gpsimd" and op in WRAP_INT_OPS and all(x.dtype.short in INT32 for x in (d1, d2, dst)):
-        py = {"add": lambda x, y: x + y, "multiply": lambda x, y: x * y}[op]
-        out = np.array([py(int(x), int(y)) & 0xFFFFFFFF for x, y in zip(a_raw, b_raw)], np.uint32)
+        out = np.array([_ref_int(op, int(x), int(y)) for x, y in zip(a_raw, b_raw)], np.uint32)
         return {"dst": out.view(dst.dtype.storage).reshape(dst.shape)}
     a, b = to_f32(a_raw, d1.dtype), to_f32(b_raw, d2.dtype)
     out = np.array([refalu.op(op, x, y) for x, y in zip(a, b)], np.float32)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
@@ -90,8 +89,6 @@ class Machine:
         self._accesses: list[tuple[str, int, AccessPattern, bool]] = []  # made into footprints when asked
         self.order: list[tuple[str, int]] = []  # (engine, index) in the order they ran
         self.unwritten: dict[tuple[str, int, str], UnwrittenRead] = {}
-        # PSUM bytes whose current value a matmul wrote: only those may be accumulated onto.
-        self.psum_from_matmul = np.zeros((config.pmax, config.psum_partition_bytes), np.bool_)
         self.pcs = {e: 0 for e in ENGINES}
         # Each execute function checks the instruction's rules first (ncsim.engines.semantics); a program
         # whose instructions are known to keep them under this configuration (the assembler made it, or
@@ -99,11 +96,6 @@ class Machine:
         self.rules_kept = self.program.rules_kept is not None and self.program.rules_kept == config
 
     # ------------------------------------------------------------------ the program
-    @cached_property
-    def streams(self) -> dict[str, list[Instruction]]:
-        """Each engine's instructions (the program's, made when first asked)."""
-        return {e: self.program.stream(e) for e in ENGINES}
-
     def loc(self, engine: str, index: int) -> SourceLoc | None:
         return self.program.loc(self.program.find(engine, index))
 
@@ -129,21 +121,6 @@ class Machine:
     # ------------------------------------------------------------------ bookkeeping called by Context
     def record(self, ctx: Context, ap: AccessPattern, write: bool) -> None:
         self._accesses.append((ctx.engine, ctx.index, ap, write))
-        if write and ap.memory == Memory.PSUM and ctx.instr.mnemonic != "nc_matmul":
-            self.mark_matmul(ap, False)
-
-    def mark_matmul(self, ap: AccessPattern, value: bool) -> None:
-        self._matmul_marks(ap)[...] = value
-
-    def matmul_started(self, ap: AccessPattern) -> bool:
-        return bool(self._matmul_marks(ap).all())
-
-    def _matmul_marks(self, ap: AccessPattern) -> np.ndarray:
-        """The psum_from_matmul flags of every byte of the elements a PSUM pattern visits."""
-        row = self.psum_from_matmul.shape[1]
-        strides = (row,) + tuple(s * ap.dtype.itemsize for s, _ in ap.dims) + (1,)
-        return np.ndarray(ap.shape + (ap.dtype.itemsize,), np.bool_, self.psum_from_matmul.reshape(-1),
-                          ap.partition * row + ap.offset, strides)
 
     def warn_unwritten(self, ctx: Context, name_or_ap: object, ap: AccessPattern, count: int) -> None:
         operand = f"'{name_or_ap}'" if isinstance(name_or_ap, str) else f"{ap.memory.label}"

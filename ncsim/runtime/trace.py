@@ -79,6 +79,7 @@ from ncsim.asm.fields import SIGNAL_OPS, WAIT_OPS, APKind, SemOp
 from ncsim.asm.instruction import Instruction, layout
 from ncsim.asm.objfile import ObjectFile
 from ncsim.memory.access import AccessPattern, Immediate, Memory
+from ncsim.runtime.races import _counting_order
 from ncsim.runtime.timing import ACCESS_READ, ACCESS_WRITE, ENGINES, TimingResult
 
 PROCESS = "NeuronCore-v2"
@@ -565,21 +566,6 @@ class _Events:
             nxt, used = _render(buf, events, i, group_first, ops_ptr, ops, data, base, width, bound, snip, snip_ptr)
             yield buf[:used]  # a view of the buffer, overwritten by the next chunk: consumed at once
             i = nxt
-
-
-@numba.njit(cache=True)
-def _counting_order(keys, n_keys):
-    """The stable order of `keys` (integers in 0..n_keys-1), by counting."""
-    start = np.zeros(n_keys + 1, np.int64)
-    for x in keys:
-        start[x + 1] += 1
-    for i in range(n_keys):
-        start[i + 1] += start[i]
-    out = np.empty(keys.shape[0], np.int64)
-    for i in range(keys.shape[0]):
-        out[start[keys[i]]] = i
-        start[keys[i]] += 1
-    return out
 
 
 @numba.njit(cache=True)
