@@ -83,6 +83,15 @@ def test_a_one_dimensional_length_not_divisible_by_128():
     assert v.bit_exact, v.format()
 
 
+def test_a_negation_keeps_its_dtype_when_a_later_node_of_another_dtype_computes_it():
+    """neg and logical_not fused into a comparison: each computes in its own node's dtype, not the
+    comparison's bool (their tiles are made while the comparison is lowered)."""
+    x = rand(130, 40)
+    x[0, :5] = 0.0
+    v = nt.validate(lambda x: ((-x) > 0, torch.logical_and(torch.logical_not(x), x < 1)), x)
+    assert v.bit_exact, v.format()
+
+
 def test_float16_and_bfloat16_elementwise_ops_round_as_torch_does():
     for dt in (torch.float16, torch.bfloat16):
         x, y = rand(150, 40).to(dt), rand(150, 40).to(dt)

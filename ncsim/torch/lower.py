@@ -1041,13 +1041,15 @@ def _pow(low: _Lowering, x: Tensor, e: Any) -> Tensor:
 @_op("aten.neg.default")
 def _neg(low: _Lowering, x: Tensor) -> Tensor:
     nl = _nl()
-    return low.elementwise([x], lambda t, _s: nl.negative(t[0], dtype=_nc(low.val.dtype)))
+    dt = _nc(low.val.dtype)  # this node's: the lambda runs later, when another node may be current
+    return low.elementwise([x], lambda t, _s: nl.negative(t[0], dtype=dt))
 
 
 @_op("aten.logical_not.default")
 def _not(low: _Lowering, x: Tensor) -> Tensor:
     nl = _nl()
-    return low.elementwise([x], lambda t, _s: nl.equal(t[0], 0, dtype=_nc(low.val.dtype)))
+    dt = _nc(low.val.dtype)  # this node's: the lambda runs later, when another node may be current
+    return low.elementwise([x], lambda t, _s: nl.equal(t[0], 0, dtype=dt))
 
 
 @_op("aten.relu.default")
