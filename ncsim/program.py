@@ -76,6 +76,17 @@ ACCESS_READ, ACCESS_WRITE = 1, 2  # bits of fp_access
 _MAX_AP = 8  # access-pattern operands of one instruction, at most
 
 
+def source_line(path: str, line: int, checked: set[str]) -> str:
+    """Line `line` of file `path` ('' if there is none), read through linecache by absolute path (two
+    programs named r.s in different folders are different files); a file not yet in `checked` is
+    first checked against the disk, then added."""
+    full = os.path.abspath(path)
+    if full not in checked:
+        linecache.checkcache(full)
+        checked.add(full)
+    return linecache.getline(full, line).rstrip("\n")
+
+
 @dataclass(eq=False)
 class Program:
     kernel: str
@@ -298,14 +309,9 @@ class Program:
                          length=len(self.mnemonic(k)))
 
     def source_line(self, path: str, line: int) -> str:
-        """Line `line` of file `path` as it is now ('' if there is none). Read through linecache by
-        absolute path (two programs named r.s in different folders are different files), checked
-        once per program against the file on disk (it may have changed since an earlier program)."""
-        full = os.path.abspath(path)
-        if full not in self._checked:
-            linecache.checkcache(full)
-            self._checked.add(full)
-        return linecache.getline(full, line).rstrip("\n")
+        """Line `line` of file `path` as it is now ('' if there is none), checked against the file on
+        disk once per program (it may have changed since an earlier program)."""
+        return source_line(path, line, self._checked)
 
     def instruction(self, k: int) -> Instruction:
         """Instruction k, made from its body's decoded first instruction and its own columns, and kept."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 
 import numpy as np
 
@@ -32,13 +32,20 @@ CODE_COLUMNS = 8  # the code matrix's columns: the opcode and at most 7 operand 
 MAX_INSTRUCTIONS = 1 << 20  # of one program
 
 
-def layout(spec: isa.InstrSpec) -> list[tuple[isa.Operand, int]]:
+def layout(spec: isa.InstrSpec) -> tuple[tuple[isa.Operand, int], ...]:
+    """((operand, byte offset in the record), ...) of a core instruction (worked out once per opcode)."""
+    return _layout(spec.opcode)
+
+
+@cache
+def _layout(opcode: int) -> tuple[tuple[isa.Operand, int], ...]:
+    spec = isa.CORE_BY_OPCODE[opcode]
     off, placed = 1, []
     for operand in spec.operands:
         placed.append((operand, off))
         off += operand.kind.size
     assert off <= RECORD, spec.mnemonic
-    return placed
+    return tuple(placed)
 
 
 for _row in isa.CORE_TABLE:  # every row fits a record and the code matrix
@@ -123,12 +130,10 @@ class CoreProgram:
         f, line, col = self.places[pc]
         if not 0 <= f < len(self.files):
             return None
-        from ncsim.program import Program  # the same reading of source lines as the engines' instructions
+        from ncsim.program import source_line  # the same reading of source lines as the engines' instructions
 
         path = self.files[f]
-        reader = Program.__new__(Program)
-        reader._checked = set()
-        return SourceLoc(path, line, col, reader.source_line(path, line), len(self.instrs[pc].mnemonic))
+        return SourceLoc(path, line, col, source_line(path, line, set()), len(self.instrs[pc].mnemonic))
 
     def where(self, pc: int) -> str:
         loc = self.loc(pc)

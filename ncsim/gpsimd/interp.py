@@ -30,9 +30,9 @@ import numpy as np
 from ncsim import isa
 from ncsim.config import Config
 from ncsim.gpsimd.code import CoreProgram
-from ncsim.gpsimd.fields import ARGS, LANE_BYTES, LANE_TYPES, RegKind, RegOrImmKind
+from ncsim.gpsimd.fields import ARGS, LANE_BYTES, LANE_TYPES, RegKind, RegOrImmKind, width
 
-OP = {row.mnemonic: row.opcode for row in isa.CORE_TABLE}
+OP = {mnemonic: spec.opcode for mnemonic, spec in isa.CORE_BY_MNEMONIC.items()}
 NAN_BITS = 0x7FC00000
 # the opcodes as module constants (numba compiles them in)
 O_ADD = OP["add"]
@@ -111,7 +111,7 @@ def _tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarra
     for row in isa.CORE_TABLE:
         col, j = 1, 0
         for o in row.operands:
-            w = 2 if isinstance(o.kind, RegOrImmKind) else 1
+            w = width(o.kind)
             if o.name in _SOURCES and isinstance(o.kind, (RegKind, RegOrImmKind)):
                 src_col[row.opcode, j] = col
                 src_kind[row.opcode, j] = 3 if w == 2 else (1 if o.kind.prefix == "r" else 2)
@@ -175,7 +175,6 @@ class Operands:
 @dataclass
 class CoreRun:
     cycles: np.ndarray  # int64 [cores]
-    steps: np.ndarray  # int64 [cores]: instructions run
     # int64 [cores, 4]: the TCM accessor's blocks from and to HBM (they go through the DMA model): loads,
     # their bytes, stores, their bytes
     hbm_blocks: np.ndarray
@@ -198,7 +197,6 @@ def run_cores(program: CoreProgram, cores: int, ops: Operands, config: Config) -
     p = params(config)
     vbytes = int(p[11])
     cycles = np.zeros(cores, np.int64)
-    steps = np.zeros(cores, np.int64)
     err = np.zeros(8, np.int64)
     blocks = np.zeros((cores, 4), np.int64)
     for c in range(cores):
@@ -206,15 +204,15 @@ def run_cores(program: CoreProgram, cores: int, ops: Operands, config: Config) -
         vregs = np.zeros((32, vbytes), np.uint8)
         scratch = np.zeros(2, np.int32)
         tcm = np.zeros(config.gpsimd_tcm_bytes, np.uint8)
-        cycles[c], steps[c] = _run(code, c, cores, p, sregs, sregs.view(np.float32), scratch, scratch.view(np.float32), vregs, vregs.view(np.float32),
+        cycles[c], _ = _run(code, c, cores, p, sregs, sregs.view(np.float32), scratch, scratch.view(np.float32), vregs, vregs.view(np.float32),
                                    vregs.view(np.int32), vregs.view(np.int16), vregs.view(np.int8), tcm, ops.buf,
                                    ops.base, ops.count, ops.itemsize, ops.present, ops.writable, ops.hbm, ops.part0,
                                    ops.per_row, ops.elem0, ops.owner, ops.owner_pc, ops.reader, ops.reader_pc,
                                    SRC_COL, SRC_KIND, DST_COL,
                                    DST_KIND, LAT, LANE_SIZE, err, blocks[c])
         if err[0] != E_NONE:
-            raise CoreError(message(program, c, err, ops), program.loc(int(err[1])))
-    return CoreRun(cycles, steps, blocks)
+            raise CoreError(message(program, c, err), program.loc(int(err[1])))
+    return CoreRun(cycles, blocks)
 
 
 class CoreError(Exception):
@@ -224,7 +222,7 @@ class CoreError(Exception):
         self.loc = loc
 
 
-def message(program: CoreProgram, core: int, err: np.ndarray, ops: Operands) -> str:
+def message(program: CoreProgram, core: int, err: np.ndarray) -> str:
     code, pc, a, b, c, d = (int(x) for x in err[:6])
     where = f"GpSimd core {core}, {program.where(pc)}"
     if code == E_TCM:
