@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ncsim.config import Config, _convert, assembly_key
+from ncsim.config import _FIELDS, Config, _convert, assembly_key
 from ncsim.errors import ConfigError, NcsimError
 
 if TYPE_CHECKING:
@@ -190,7 +190,8 @@ def _values(name: str, spec: Any, where: str) -> list[Any]:
                 values = [start * (stop / start) ** (i / (num - 1)) if num > 1 else start for i in range(num)]
             else:
                 values = [start + (stop - start) * i / (num - 1) if num > 1 else start for i in range(num)]
-        default = Config.__dataclass_fields__[name].default if name in Config.__dataclass_fields__ else None
+        field_ = _FIELDS.get(name)
+        default = field_.default if field_ is not None else None
         if isinstance(default, int) and not isinstance(default, bool):
             values = list(dict.fromkeys(round(v) for v in values))
     else:
@@ -553,10 +554,10 @@ def sweep(programs: Sequence[Any] | Any, grid: Mapping[str, Any] | Sequence[Mapp
                 futures = {}
                 for index, spec, cfg, key in todo:
                     akey = (spec.digest, assembly_key(cfg))
+                    token = _digest(spec.digest, repr(akey[1]))[:16]
                     if akey not in assembled:
-                        token = _digest(spec.digest, repr(akey[1]))[:16]
                         assembled[akey] = c.submit(_assemble, spec, cfg, key=f"ncsim-assemble-{token}-{run_id}")
-                    obj_key = f"{spec.name}@{_digest(spec.digest, repr(akey[1]))[:16]}"
+                    obj_key = f"{spec.name}@{token}"
                     f = c.submit(_run_point, assembled[akey], obj_key, spec.light(), cfg, values,
                                  key=f"ncsim-point-{key[:16]}-{index}-{run_id}")
                     futures[f] = (index, key)
@@ -605,7 +606,7 @@ def _parameters(df: pd.DataFrame) -> list[str]:
 
 
 def _show(name: str, value: Any) -> str:
-    from ncsim.config import _FIELDS, _format
+    from ncsim.config import _format
 
     f = _FIELDS.get(name)
     if f is None:

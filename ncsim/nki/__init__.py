@@ -171,7 +171,7 @@ def simulate(kernel: Any, args: tuple, kwargs: dict, *, values: bool | None = No
             return View.of(buf)
         return v
 
-    params = inspect.signature(func).parameters
+    params = bound.signature.parameters
     for pname, v in list(bound.arguments.items()):
         if params[pname].kind == inspect.Parameter.VAR_POSITIONAL:
             bound.arguments[pname] = tuple(tensor_arg(f"{pname}{i}", x) for i, x in enumerate(v))

@@ -114,10 +114,13 @@ def _result(shape: tuple[int, ...], dtype: Any, default: dtypes.DType, mnemonic:
     iv = nl._intervals(mask)
     if iv is None:
         return nl._nothing(shape, dt)
-    columns = {0: iv[0]} if 0 in iv else {}  # [P, 1] operands follow the partition mask only
-    ops = {k: (v.clip(columns if k in _COLUMNS else iv) if isinstance(v, View) else v)
-           for k, v in operands.items()}
-    return tr.result(shape, dt, memory, mnemonic, eng, iv, **ops)
+    return tr.result(shape, dt, memory, mnemonic, eng, iv, **_clipped(operands, iv))
+
+
+def _clipped(operands: dict[str, Any], iv: dict[int, Any]) -> dict[str, Any]:
+    """The tile operands narrowed to the mask's intervals; [P, 1] operands follow the partition mask only."""
+    columns = {0: iv[0]} if 0 in iv else {}
+    return {k: (v.clip(columns if k in _COLUMNS else iv) if isinstance(v, View) else v) for k, v in operands.items()}
 
 
 def _emit(mnemonic: str, eng: str | None, mask: Any, **operands: Any) -> None:
@@ -126,9 +129,7 @@ def _emit(mnemonic: str, eng: str | None, mask: Any, **operands: Any) -> None:
     iv = nl._intervals(mask)
     if iv is None:
         return
-    columns = {0: iv[0]} if 0 in iv else {}
-    tr.emit(mnemonic, eng, **{k: (v.clip(columns if k in _COLUMNS else iv) if isinstance(v, View) else v)
-                              for k, v in operands.items()})
+    tr.emit(mnemonic, eng, **_clipped(operands, iv))
 
 
 def _scalar_or_tile(x: Any) -> Any:

@@ -599,6 +599,7 @@ def _nisa() -> Any:
     return isa
 
 
+@functools.cache
 def _nc(dtype: Any) -> Any:
     """The NKI dtype of a torch dtype."""
     import ml_dtypes
