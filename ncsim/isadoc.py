@@ -102,6 +102,7 @@ def describe(spec: isa.InstrSpec) -> str:
         f"{spec.mnemonic} — {spec.summary}",
         "",
         f"  syntax:    {spec.syntax()}",
+        "  group:     GpSimd core instruction (only inside a .gpsimd section)" if spec.group == "core" else
         f"  engine:    {engines_of(spec)}" + (f" (default {spec.engines[0]})" if len(spec.engines) > 1 else ""),
         f"  opcode:    0x{spec.opcode:02x}",
         "",
@@ -111,8 +112,6 @@ def describe(spec: isa.InstrSpec) -> str:
         lines.append(f"  {name:<18} {doc}")
         lines.append(f"  {'':<18}   {kind}; {default}")
     lines += ["", "semantics:", f"  {spec.semantics}", "", "cost:", f"  {spec.cost}", "", "encoding (bytes):"]
-    if spec.group == "core":
-        lines[3] = "  group:     GpSimd core instruction (only inside a .gpsimd section)"
     for name, off, size in encoding_rows(spec):
         tail = " each, after the fields" if name.startswith("waits") else ""
         lines.append(f"  {off:>4} +{size:<3} {name}{tail}")

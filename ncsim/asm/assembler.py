@@ -189,6 +189,16 @@ class Program:
         return obj
 
 
+def auto_queue(queues: dict[tuple[str, object, object], int], config: Config, engine: str, src: AccessPattern,
+               dst: AccessPattern) -> int:
+    """The queue of a dma_copy that names none (Assembler.auto_queue says why); `queues` holds the
+    program's choices so far, by (issuing engine, source memory, destination memory)."""
+    key = (engine, src.memory, dst.memory)
+    if key not in queues:
+        queues[key] = len(queues) % config.dma_queues_per_engine
+    return queues[key]
+
+
 class Assembler:
     def __init__(self, config: Config = DEFAULT, params: Mapping[str, int] | None = None):
         self.config = config
@@ -457,10 +467,7 @@ class Assembler:
         engine and direction (HBM->SBUF, SBUF->HBM, ...), numbered in order of first use. A queue keeps
         its transfers in order, so loads and stores on one queue would make a load wait behind a store
         that waits for its data; on queues of their own they pass each other."""
-        key = (instr.engine, instr.operands["src"].memory, instr.operands["dst"].memory)
-        if key not in self.queues:
-            self.queues[key] = len(self.queues) % self.config.dma_queues_per_engine
-        return self.queues[key]
+        return auto_queue(self.queues, self.config, instr.engine, instr.operands["src"], instr.operands["dst"])
 
     def emit(self, instr: Instruction, line: Line) -> None:
         if self.program.count >= MAX_INSTRUCTIONS:

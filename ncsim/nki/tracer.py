@@ -34,7 +34,7 @@ import numpy as np
 
 from ncsim import dtypes, isa
 from ncsim.asm.alloc import Allocator
-from ncsim.asm.assembler import Program
+from ncsim.asm.assembler import Program, auto_queue
 from ncsim.asm.build import Chunk
 from ncsim.asm.fields import APKind
 from ncsim.asm.instruction import Instruction
@@ -521,10 +521,7 @@ class Tracer:
 
     def auto_queue(self, engine: str, src: AccessPattern, dst: AccessPattern) -> int:
         """The assembler's rule (Assembler.auto_queue): one DMA queue per issuing engine and direction."""
-        key = (engine, src.memory, dst.memory)
-        if key not in self.queues:
-            self.queues[key] = len(self.queues) % self.config.dma_queues_per_engine
-        return self.queues[key]
+        return auto_queue(self.queues, self.config, engine, src, dst)
 
     # ---------------------------------------------------------------- driving a kernel
     def run_grid(self, func: Callable[..., Any], args: tuple, kwargs: dict, grid: tuple[int, ...]) -> Any:
