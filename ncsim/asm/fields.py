@@ -146,15 +146,24 @@ def to_f32(x: float) -> float:
 _CONST_DTYPES = ("u8", "u16", "u32", "i8", "i16", "i32", "f32")
 
 
-def parse_const(cur: Cursor, env: ParseEnv) -> Immediate:
-    """A constant: a float becomes fp32, an integer int32 (uint32 above 2**31 - 1)."""
-    tok = cur.peek()
-    value = parse_number(cur, env.names)
+def const_of(value: float) -> Immediate:
+    """A number as a constant: a float becomes fp32, an integer int32 (uint32 above 2**31 - 1).
+    FieldError if an integer does not fit in 32 bits. The assembler and the NKI tracer both use it."""
     if isinstance(value, float):
         return Immediate(to_f32(value), dtypes.FLOAT32)
     if not INT32_MIN <= value <= UINT32_MAX:
-        raise cur.error(f"constant {value} does not fit in 32 bits", tok)
+        raise FieldError(f"constant {value} does not fit in 32 bits")
     return Immediate(value, dtypes.INT32 if value <= INT32_MAX else dtypes.by_name("u32"))
+
+
+def parse_const(cur: Cursor, env: ParseEnv) -> Immediate:
+    """A constant (const_of of the number written)."""
+    tok = cur.peek()
+    value = parse_number(cur, env.names)
+    try:
+        return const_of(value)
+    except FieldError as e:
+        raise cur.error(str(e), tok) from None
 
 
 def const_bits(imm: Immediate) -> int:
