@@ -36,7 +36,7 @@ from ncsim import dtypes, isa
 from ncsim.asm.alloc import Allocator
 from ncsim.asm.assembler import Program, auto_queue
 from ncsim.asm.build import Chunk
-from ncsim.asm.fields import APKind
+from ncsim.asm.fields import APKind, FieldError, const_of
 from ncsim.asm.instruction import Instruction
 from ncsim.asm.lanes import Lanes, lanes
 from ncsim.asm.objfile import TensorEntry
@@ -580,17 +580,18 @@ class Tracer:
 
 
 def constant(v: Any) -> Immediate:
-    """A Python or numpy number as an instruction's constant: floats as their nearest fp32, integers
-    as int32 (uint32 above 2**31 - 1), as the assembler's constants are."""
+    """A Python or numpy number as an instruction's constant, as the assembler makes it
+    (ncsim.asm.fields.const_of: floats as their nearest fp32, integers and bools as int32, uint32
+    above 2**31 - 1)."""
     if isinstance(v, Immediate):
         return v
-    if isinstance(v, (bool, np.bool_)):
-        return Immediate(int(v), dtypes.INT32)
-    if isinstance(v, (int, np.integer)):
-        v = int(v)
-        if not -2**31 <= v <= 2**32 - 1:
-            raise AsmError(f"constant {v} does not fit in 32 bits")
-        return Immediate(v, dtypes.INT32 if v < 2**31 else dtypes.by_name("u32"))
-    if isinstance(v, (float, np.floating)):
-        return Immediate(float(np.float32(v)), dtypes.FLOAT32)
-    raise AsmError(f"expected a tile or a number, not {type(v).__name__}")
+    if isinstance(v, (int, np.integer, np.bool_)):
+        number: int | float = int(v)
+    elif isinstance(v, (float, np.floating)):
+        number = float(v)
+    else:
+        raise AsmError(f"expected a tile or a number, not {type(v).__name__}")
+    try:
+        return const_of(number)
+    except FieldError as e:
+        raise AsmError(str(e)) from None

@@ -328,3 +328,31 @@ def test_a_python_number_is_float32():
 
     x = np.arange(8, dtype=np.float32).reshape(8, 1).astype(ml_dtypes.bfloat16)
     np.testing.assert_array_equal(weak_scalar(x), x.astype(F32) * 2)
+
+
+# ------------------------------------------------------------------ constants: the assembler's (fields.const_of)
+@pytest.mark.parametrize("number, text", [
+    (2.5, "2.5"), (np.float64(0.1), "0.1"), (np.float16(1.5), "1.5"), (1e300, "1e300"), (-1e300, "-1e300"),
+    (7, "7"), (np.int64(-2**31), "-2147483648"), (2**31, "2147483648"), (np.uint32(2**32 - 1), "4294967295"),
+    (True, "1"), (np.bool_(False), "0"),
+])
+def test_a_kernels_number_is_the_constant_the_assembler_makes(number, text):
+    """A number given to an NKI call becomes the constant (value and dtype) that the same number
+    written in assembly becomes; 1e300 is fp32 inf in both, without numpy's overflow warning."""
+    from ncsim.asm.fields import ParseEnv, parse_const
+    from ncsim.asm.lexer import Cursor, Line
+    from ncsim.nki.tracer import constant
+
+    want = parse_const(Cursor(Line("c.s", 1, text)), ParseEnv())
+    got = constant(number)
+    assert (got.value, got.dtype) == (want.value, want.dtype)
+
+
+def test_a_kernels_number_beyond_32_bits_is_refused_as_in_assembly():
+    from ncsim.nki.tracer import constant
+
+    for n in (2**32, -2**31 - 1, np.int64(2**40)):
+        with pytest.raises(AsmError, match=f"constant {int(n)} does not fit in 32 bits"):
+            constant(n)
+    with pytest.raises(AsmError, match="expected a tile or a number, not str"):
+        constant("1.0")
