@@ -176,6 +176,17 @@ def test_custom_op_from_operators_pass_opcheck():
     assert torch.equal(lo, torch.minimum(x, y)) and torch.equal(hi, torch.maximum(x, y).clamp(min=0))
 
 
+
+def test_custom_op_from_gives_a_bf16_result_as_bf16():
+    """A bf16 result is a bf16 tensor, as the operator's fake implementation says (it was the int16
+    tensor of its bits)."""
+    double = nt.custom_op_from(lambda x: x + x, name="ncsim_test::double_bf16")
+    x = rand(5, 7).to(torch.bfloat16)
+    got = double(x)
+    assert got.dtype == torch.bfloat16 and torch.equal(got, x + x)
+    torch.library.opcheck(double, (x,))
+
+
 # ------------------------------------------------------------------ ncsim lower FILE.py:FUNCTION --shape ...
 def ncsim_cli(monkeypatch, capsys, *args: str) -> tuple[int, str]:
     from ncsim.cli import main

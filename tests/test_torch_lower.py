@@ -99,6 +99,17 @@ def test_float16_and_bfloat16_elementwise_ops_round_as_torch_does():
         assert v.bit_exact, v.format()
 
 
+
+def test_a_lowered_program_gives_tensors_of_torchs_dtypes():
+    """Each output is a tensor of its torch dtype: a bf16 one came back as an int16 tensor of its bits
+    (validate compares bits, so it did not see it)."""
+    for dt in (torch.float32, torch.float16, torch.bfloat16):
+        x = rand(130, 40).to(dt)
+        total, positive = nt.lower(lambda x: (x + x, x > 0), x)(x)
+        assert total.dtype == dt and positive.dtype == torch.bool
+        assert torch.equal(total, x + x) and torch.equal(positive, x > 0)
+
+
 # ------------------------------------------------------------------ transcendentals, reductions: ulps reported
 CLOSE = {
     "sigmoid": (lambda x: torch.sigmoid(x), 4),

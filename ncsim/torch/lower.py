@@ -31,6 +31,7 @@ import numpy as np
 
 from ncsim.config import Config
 from ncsim.errors import NcsimError
+from ncsim.torch.arrays import to_numpy, to_torch
 
 CHUNK = 512  # free-dimension elements per tile of an elementwise operation
 MAX_GATHER = 8  # a view reading every k-th element (k <= this) loads the contiguous span and steps in SBUF
@@ -211,19 +212,17 @@ class Lowered:
             if tuple(t.shape) != tuple(ex.shape) or t.dtype != ex.dtype:
                 raise LoweringError(f"{self.name}: input {i} ({self.input_names[i]}) is {t.dtype}{list(t.shape)};"
                                     f" the program was lowered for {ex.dtype}{list(ex.shape)}: lower it again")
-            arrays.append(_to_numpy(t))
+            arrays.append(np.atleast_1d(to_numpy(t)))  # a 0-d tensor as one element
         return arrays + self.constants
 
     def run(self, *tensors: Any, values: bool = True) -> LoweredRun:
         """Run the program on these tensors (the shapes and dtypes it was lowered for)."""
         from ncsim import nki
 
-        torch = _torch()
         arrays = self._arrays(tensors)
         r = nki.simulate(self.kernel, tuple(arrays), {}, values=values, config=self.config)
         outs = r.outputs if isinstance(r.outputs, (tuple, list)) else [r.outputs]
-        got = [torch.from_numpy(np.ascontiguousarray(_from_kernel(o, spec))).reshape(spec[0])
-               for o, spec in zip(outs, self.output_specs)] if values else []
+        got = [to_torch(o, dtype).reshape(shape) for o, (shape, dtype) in zip(outs, self.output_specs)] if values else []
         self.last = LoweredRun(got, r)
         return self.last
 
@@ -259,25 +258,6 @@ def _torch() -> Any:
     from ncsim.torch import require_torch
 
     return require_torch()
-
-
-def _to_numpy(t: Any) -> np.ndarray:
-    torch = _torch()
-    t = t.detach().cpu().contiguous()
-    if t.dtype == torch.bfloat16:
-        import ml_dtypes
-
-        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-    a = t.numpy()
-    return a.reshape(1) if a.ndim == 0 else a
-
-
-def _from_kernel(a: np.ndarray, spec: tuple[tuple[int, ...], Any]) -> np.ndarray:
-    shape, dtype = spec
-    torch = _torch()
-    if dtype == torch.bfloat16:
-        a = a.view(np.int16)
-    return np.asarray(a).reshape(shape)
 
 
 # ------------------------------------------------------------------ lowering
@@ -513,7 +493,7 @@ def _build_graph(fn: Any, fname: str, nodes: list[Any], user_nodes: list[Any], c
     names = list(names)
     for n, _ in tensor_consts:
         names.append(re.sub(r"\W", "_", n.name))
-    constants = [_to_numpy(v) for _, v in tensor_consts]
+    constants = [np.atleast_1d(to_numpy(v)) for _, v in tensor_consts]
     out_node = next(n for n in nodes if n.op == "output")
     outs = out_node.args[0]
     outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
@@ -1356,8 +1336,8 @@ def compare(want: Any, got: Any, index: int = 0) -> OutputCheck:
 
     torch = _torch()
     # a 0-d tensor is compared as one element (numpy cannot reinterpret a 0-d array's bits)
-    w = _to_numpy(want.reshape(-1)).reshape(tuple(want.shape) or (1,))
-    g = _to_numpy(got.reshape(-1)).reshape(tuple(got.shape) or (1,))
+    w = to_numpy(want.reshape(-1)).reshape(tuple(want.shape) or (1,))
+    g = to_numpy(got.reshape(-1)).reshape(tuple(got.shape) or (1,))
     short = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "bool": "bool"}.get(
         str(want.dtype).removeprefix("torch."))
     if short is None or tuple(w.shape) != tuple(g.shape):

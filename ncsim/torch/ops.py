@@ -13,13 +13,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 import torch
 
 from ncsim import dtypes
 from ncsim.config import Config
 from ncsim.torch import log
+from ncsim.torch.arrays import to_numpy, to_torch
 from ncsim.torch.kernels import AsmKernel, KernelError, NkiKernel
 
 # ncsim's dtypes that torch has, by short name. fp8: torch's float8_e4m3fn is not ml_dtypes' float8_e4m3
@@ -42,26 +42,12 @@ def make_kernel(kernel: Any, config: Config | None, params: Mapping[str, int] | 
                       f" (@ncsim.nki.jit), not {type(kernel).__name__}")
 
 
-def to_numpy(op: str, k: Any, index: int, t: torch.Tensor) -> np.ndarray:
-    """A torch tensor as the array ncsim stores for its dtype (bf16 through its bits; bool as 0/1 u8)."""
-    d = FROM_TORCH.get(t.dtype)
-    k.check_dtype(op, index, d, str(t.dtype))
-    t = t.detach().to("cpu").contiguous()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-    a = t.numpy()
+def kernel_input(op: str, k: Any, index: int, t: torch.Tensor) -> np.ndarray:
+    """A torch tensor as the array ncsim stores for its dtype, its dtype checked against the kernel's
+    (bf16 through its bits, arrays.to_numpy; bool as 0/1 u8 for an assembly kernel)."""
+    k.check_dtype(op, index, FROM_TORCH.get(t.dtype), str(t.dtype))
+    a = to_numpy(t)
     return a.view(np.uint8) if (t.dtype == torch.bool and isinstance(k, AsmKernel)) else a
-
-
-def to_torch(a: np.ndarray, d: dtypes.DType, device: torch.device) -> torch.Tensor:
-    a = np.ascontiguousarray(a)
-    if d.short == "bf16":
-        t = torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
-    elif d.short == "bool":
-        t = torch.from_numpy(a.astype(np.bool_))
-    else:
-        t = torch.from_numpy(a.copy())
-    return t.to(device)
 
 
 def torch_dtype(op: str, name: str, d: dtypes.DType) -> torch.dtype:
@@ -93,14 +79,14 @@ def _register_one(name: str, k: Any) -> Any:
             raise KernelError(f"{name}: input '{n}' cannot name a torch argument")
 
     def impl(*tensors: torch.Tensor) -> Any:
-        arrays = [to_numpy(name, k, i, t) for i, t in enumerate(tensors)]
+        arrays = [kernel_input(name, k, i, t) for i, t in enumerate(tensors)]
         start = time.perf_counter()
         ran = k.run(name, arrays)
         seconds = time.perf_counter() - start
         in_dtypes = [FROM_TORCH[t.dtype] for t in tensors]
         out_dtypes = k.output_dtypes(name, [a.shape for a in arrays], in_dtypes)
         device = tensors[0].device if tensors else torch.device("cpu")
-        outs = [to_torch(a, d, device) for a, d in zip(ran.outputs, out_dtypes)]
+        outs = [to_torch(a, TORCH_DTYPES.get(d.short), device) for a, d in zip(ran.outputs, out_dtypes)]
         log.record(log.OpCall(name, k.name, tuple(tuple(a.shape) for a in arrays), ran.report.total_ns,
                               ran.instructions, ran.report.verdict.text, seconds, ran.report))
         return outs[0] if len(outs) == 1 else tuple(outs)
