@@ -19,7 +19,9 @@ nothing for it). The file holds one process, "NeuronCore-v2", and these tracks (
   different DMA engines); an overlapping one goes on an extra track "DMA q<N> (2)", ... (slices of
   one track must nest or be disjoint);
 - one per DMA engine in use, "DMA engine <N>": a slice per transfer piece (bytes, src->dst memory,
-  achieved GB/s); an engine moves one piece at a time, so these never overlap;
+  achieved GB/s); an engine moves one piece at a time, so these never overlap. Only up to
+  DMA_PIECES_MAX pieces (a million): a larger run has no DMA engine tracks, and otherData's "dma" says
+  so (the transfer slices, with their piece counts, remain);
 - flows ("s"/"f" pairs, one id per semaphore edge of the result): from the slice whose semaphore
   update made a wait hold (the signalling instruction, or for a dma_copy its transfer slice: its
   update applies when the last piece ends) to the instruction that waited (`bp: "e"`: bound to the
@@ -90,6 +92,11 @@ LARGE_TRACE_BYTES = 300 * 2**20  # above this, ui.perfetto.dev struggles to open
 # says so): their text is made in Python, about 3 us an instruction, where the rest of the trace is
 # rendered by numba.
 FULL_ARGS_MAX = 100_000
+# DMA pieces beyond which the trace has no "DMA engine <N>" tracks (no slice per piece; otherData's
+# "dma" then says so): the transfer slices on the queue tracks remain, with their piece counts. A piece
+# slice is about 160 bytes of JSON, and a large run has several per dma_copy (tools/bench_pipeline.py
+# at 10^6 instructions: 6.6M pieces, 1.05 GB of its 1.75 GB trace).
+DMA_PIECES_MAX = 1_000_000
 # Footprint cells expanded for the live-bytes counters, at most (see live_bytes): beyond this the byte
 # boundaries are coarsened, which over-counts partly used cells but bounds time and memory.
 _LIVE_CELLS_MAX = 4_000_000
@@ -110,10 +117,20 @@ def ticks_to_ps(ticks: np.ndarray | int, tick_hz: int) -> np.ndarray:
 
 
 def perfetto_ns(ps: np.ndarray) -> np.ndarray:
-    """The integer ns Perfetto makes of a `ts` written as ps / 10**6 us: llround(us * 1000.0)."""
-    x = (np.asarray(ps, np.int64) / 1e6) * 1000.0
-    r = np.floor(x)
-    return (r + (x - r >= 0.5)).astype(np.int64)
+    """The integer ns Perfetto makes of a `ts` written as ps / 10**6 us: llround(us * 1000.0).
+
+    In integers: ps rounded to the ns, half up; a tie (ps % 1000 == 500) and values that a double no
+    longer holds to the ps take the floating-point formula, which decides them as Perfetto does (away
+    from ties a double's error, below 10**-6 ns here, cannot change the rounding)."""
+    ps = np.asarray(ps, np.int64)
+    q, rem = np.divmod(ps, 1000)
+    r = q + (rem > 500)
+    odd = (rem == 500) | (ps >= 2**50) | (ps < 0)
+    if odd.any():
+        x = (ps[odd] / 1e6) * 1000.0
+        f = np.floor(x)
+        r[odd] = (f + (x - f >= 0.5)).astype(np.int64)
+    return r
 
 
 # --------------------------------------------------------------------------- derived tables
@@ -178,7 +195,7 @@ def _lanes(order, queue, start, end):
     return lane
 
 
-def live_bytes(result: TimingResult, memory: Memory) -> tuple[np.ndarray, np.ndarray]:
+def live_bytes(result: TimingResult, memory: Memory, tr: Transfers | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Bytes of `memory` (SBUF or PSUM) holding a value still to be read, as a step function:
     (times in ticks, bytes from each time until the next).
 
@@ -190,6 +207,7 @@ def live_bytes(result: TimingResult, memory: Memory) -> tuple[np.ndarray, np.nda
     write that produces it to the last read that consumes it, so a double-buffered slot is dead
     between its last read and its next load. Footprints of strided operands are their envelopes
     (the gaps count). Past `_LIVE_CELLS_MAX` cells the byte boundaries are coarsened (over-counts).
+    `tr`: transfers(result), if the caller has it.
     """
     rows = np.nonzero(result.fp_memory == int(memory))[0]
     if len(rows) == 0:
@@ -211,7 +229,7 @@ def live_bytes(result: TimingResult, memory: Memory) -> tuple[np.ndarray, np.nda
         if int(n.sum()) <= _LIVE_CELLS_MAX:
             break
         granule *= 4
-    t = transfers(result)
+    t = transfers(result) if tr is None else tr
     first_moved = result.start.copy()
     first_moved[t.instr] = t.start
     begin = first_moved[k]
@@ -425,9 +443,15 @@ def _places(result: TimingResult) -> tuple[list[str], list[str], np.ndarray]:
                 at[k + 1], src[k + 1] = str(loc), loc.text.strip()
         return at, src, np.arange(1, n + 1)
     place = np.zeros(n, np.int64)  # 0: no source place
-    keys = np.stack((prog.src_file, prog.src_line, prog.src_col), 1).astype(np.int64)
-    has = keys[:, 0] >= 0
-    distinct, inverse = np.unique(keys[has], axis=0, return_inverse=True)
+    file, line, col = (np.asarray(c, np.int64) for c in (prog.src_file, prog.src_line, prog.src_col))
+    has = file >= 0
+    if n and int(file.max()) < 2**20 and int(line.max()) < 2**26 and int(col.max()) < 2**16 \
+            and int(line.min()) >= 0 and int(col.min()) >= 0:  # one int64 key per place: 1-d unique
+        key = (file << 42) | (line << 16) | col
+        packed, inverse = np.unique(key[has], return_inverse=True)
+        distinct = np.stack((packed >> 42, (packed >> 16) & (2**26 - 1), packed & (2**16 - 1)), 1)
+    else:
+        distinct, inverse = np.unique(np.stack((file, line, col), 1)[has], axis=0, return_inverse=True)
     at, src = [""], [""]
     for f, line, col in distinct.tolist():
         path = prog.files[f] if f < len(prog.files) else prog.name
@@ -630,6 +654,26 @@ def _floats(values: np.ndarray, events: _Events) -> np.ndarray:
     return events.snippets_of([f"{x:.3f}" for x in distinct.tolist()])[inverse.reshape(-1)]
 
 
+def _pieces(ev: _Events, result: TimingResult, direction: np.ndarray, engine_name: np.ndarray, index: np.ndarray,
+            dma_engines: list[int], tid: dict, base2: int) -> None:
+    """A slice per transfer piece on its DMA engine's track."""
+    hz = result.config.tick_hz
+    pid = f',"pid":{PID},"tid":'
+    mem = len(Memory)
+    p_ps0, p_ps1 = ticks_to_ps(result.piece_start, hz), ticks_to_ps(result.piece_end, hz)
+    p_dur = perfetto_ns(p_ps1) - perfetto_ns(p_ps0)
+    p_rate = result.piece_bytes * (hz / 1e9) / np.maximum(result.piece_end - result.piece_start, 1)
+    dma_tid = np.zeros(max(dma_engines, default=0) + 1, np.int64)
+    dma_tid[dma_engines] = [tid[("dma", d)] for d in dma_engines]
+    p_instr = result.piece_instr
+    ev.add(['{"name":', (_STR, 0), ',"cat":"dma","ph":"X","ts":', (_FIX6, 1), ',"dur":', (_FIX3, 2), pid,
+            (_INT, 3), ',"args":{"instr":"', (_STR, 4), "[", (_INT, 5), ']","queue":', (_INT, 6), ',"bytes":',
+            (_INT, 7), ',"GB/s":', (_STR, 8), "}}"],
+           [direction[result.piece_src * mem + result.piece_dst], p_ps0, p_dur, dma_tid[result.piece_engine],
+            engine_name[p_instr], index[p_instr], result.piece_queue, result.piece_bytes, _floats(p_rate, ev)],
+           p_ps0, p_dur, base2 + np.arange(result.pieces), True)
+
+
 def _chunks(result: TimingResult, obj: ObjectFile | None):
     """The JSON text in pieces of bytes (or of a buffer that the next piece overwrites: take each
     before asking for the next): header, events (one per line) in order of time, footer."""
@@ -643,6 +687,11 @@ def _chunks(result: TimingResult, obj: ObjectFile | None):
              "total_ticks": int(result.total_ticks), "total_ns": round(result.total_ns, 3),
              "time": "ts: the start exact to the ps; dur: the end rounded to the ns as Perfetto does, minus"
                      " the start likewise; exact ticks in args start_tick/end_tick"}
+    pieces = result.pieces <= DMA_PIECES_MAX
+    if not pieces:
+        other["dma"] = (f"no DMA engine tracks (a slice per transfer piece): the run has {result.pieces} pieces,"
+                        f" more than {DMA_PIECES_MAX} (ncsim.runtime.trace.DMA_PIECES_MAX); each transfer's"
+                        " slice on its queue's track counts its pieces")
     if not full:
         other["args"] = (f"instruction slices leave out asm and cost: the run has {n} instructions, more than"
                          f" {FULL_ARGS_MAX} (ncsim.runtime.trace.FULL_ARGS_MAX)")
@@ -661,7 +710,7 @@ def _chunks(result: TimingResult, obj: ObjectFile | None):
         tracks += [(f"GpSimd core {c}", ("core", c)) for c in range(core_ticks.shape[1])]
     lane_keys = sorted(set(zip(tr.queue.tolist(), tr_lane.tolist(), strict=True)))
     tracks += [(f"DMA q{qu}" + (f" ({la + 1})" if la else ""), ("lane", qu, la)) for qu, la in lane_keys]
-    dma_engines = sorted(set(np.unique(result.piece_engine).tolist()))
+    dma_engines = sorted(set(np.unique(result.piece_engine).tolist())) if pieces else []
     tracks += [(f"DMA engine {d}", ("dma", d)) for d in dma_engines]
     tid = {key: i + 1 for i, (_, key) in enumerate(tracks)}
     meta = [f'{{"name":"process_name","ph":"M","pid":{PID},"args":{{"name":"{PROCESS}"}}}}',
@@ -726,21 +775,11 @@ def _chunks(result: TimingResult, obj: ObjectFile | None):
 
     # Pieces on their DMA engines.
     base2 = base + 3 * nt
-    p_ps0, p_ps1 = ticks_to_ps(result.piece_start, hz), ticks_to_ps(result.piece_end, hz)
-    p_dur = perfetto_ns(p_ps1) - perfetto_ns(p_ps0)
-    p_rate = result.piece_bytes * (hz / 1e9) / np.maximum(result.piece_end - result.piece_start, 1)
-    dma_tid = np.zeros(max(dma_engines, default=0) + 1, np.int64)
-    dma_tid[dma_engines] = [tid[("dma", d)] for d in dma_engines]
-    p_instr = result.piece_instr
-    ev.add(['{"name":', (_STR, 0), ',"cat":"dma","ph":"X","ts":', (_FIX6, 1), ',"dur":', (_FIX3, 2), pid,
-            (_INT, 3), ',"args":{"instr":"', (_STR, 4), "[", (_INT, 5), ']","queue":', (_INT, 6), ',"bytes":',
-            (_INT, 7), ',"GB/s":', (_STR, 8), "}}"],
-           [direction[result.piece_src * len(mem) + result.piece_dst], p_ps0, p_dur, dma_tid[result.piece_engine],
-            engine_name[p_instr], index[p_instr], result.piece_queue, result.piece_bytes, _floats(p_rate, ev)],
-           p_ps0, p_dur, base2 + np.arange(result.pieces), True)
+    if pieces:
+        _pieces(ev, result, direction, engine_name, index, dma_engines, tid, base2)
 
     # GpSimd cores: a slice per call and core that ran.
-    base3 = base2 + result.pieces
+    base3 = base2 + (result.pieces if pieces else 0)
     call_i, core_c = np.nonzero(core_ticks)
     c_k = call_ks[call_i]
     c_ps0 = start_ps[c_k]
@@ -778,7 +817,7 @@ def _chunks(result: TimingResult, obj: ObjectFile | None):
     for memory in (Memory.SBUF, Memory.PSUM):
         if not np.any(result.fp_memory == int(memory)):
             continue
-        times, level = live_bytes(result, memory)
+        times, level = live_bytes(result, memory, tr)
         c_ps = ticks_to_ps(times, hz)
         ev.add([f'{{"name":"{memory.name} live bytes","ph":"C","ts":', (_FIX6, 0),
                 f',"pid":{PID},"args":{{"bytes":', (_INT, 1), "}}"], [c_ps, level], c_ps, 0, last + 1, False)

@@ -359,3 +359,22 @@ def test_large_runs_leave_out_asm_and_cost(monkeypatch):
             del e["args"]["asm"], e["args"]["cost"]
     assert short["traceEvents"] == full["traceEvents"]
     check_perfetto(short["traceEvents"], result)
+
+
+def test_runs_of_many_pieces_leave_out_the_dma_engine_tracks(monkeypatch):
+    """Past DMA_PIECES_MAX pieces: no piece slices and no DMA engine tracks, otherData's "dma" says so
+    and names the limit; every other event is as in the full trace."""
+    result, obj = timed(GIOU)
+    full = trace.trace_dict(result, obj)
+    monkeypatch.setattr(trace, "DMA_PIECES_MAX", result.pieces - 1)
+    short = trace.trace_dict(result, obj)
+    note = short["otherData"].pop("dma")
+    assert f"{result.pieces} pieces, more than {result.pieces - 1}" in note and "DMA_PIECES_MAX" in note
+    assert "dma" not in full["otherData"] and short["otherData"] == full["otherData"]
+    names = {e["tid"]: e["args"]["name"] for e in full["traceEvents"] if e["name"] == "thread_name"}
+    dma_tids = {t for t, name in names.items() if name.startswith("DMA engine")}
+    assert dma_tids and result.pieces > 0
+    kept = [e for e in full["traceEvents"] if e.get("tid") not in dma_tids]
+    assert short["traceEvents"] == kept
+    assert not [e for e in short["traceEvents"] if e.get("cat") == "dma"]
+    check_perfetto(short["traceEvents"], result)
