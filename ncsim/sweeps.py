@@ -795,9 +795,9 @@ def command(programs: Sequence[str], grids: Sequence[str], zip_all: bool, values
         groups = [list(grid)]
     check_parquet(out)
     cache = Path(out).with_suffix(".cache.jsonl") if use_cache else None
-    _, points = grid_points(grid, groups)
+    _, points = grid_points(grid, groups)  # built once: the bar's total and the sweep's points
     with Progress(len(programs) * len(points), "sweep", unit="point") as bar:
-        df = sweep(list(programs), grid, scheduler, config=config, zip_groups=groups, values=values, params=params,
+        df = sweep(list(programs), points, scheduler, config=config, values=values, params=params,
                    cache=cache, workers=workers, dashboard=dashboard, progress=lambda done, _: bar.set(done))
     write_table(df, out)
     if plot_path is not None:

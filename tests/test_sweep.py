@@ -268,6 +268,30 @@ def test_ncsim_sweep_command_on_a_local_cluster(tmp_path):
     assert bad.returncode == 1 and "outside its valid range" in bad.stderr and "Traceback" not in bad.stderr
 
 
+
+def test_the_command_builds_its_grid_once(client, tmp_path, monkeypatch):
+    """`ncsim sweep` builds the product of its --grid options once: its points give the progress bar
+    its total and are the points the sweep runs (zip groups of a grid file included)."""
+    built = []  # the grids (mappings of values) whose points were made; a list of points is only checked
+    original = sweeps.grid_points
+
+    def counted(grid, *args, **kwargs):
+        if isinstance(grid, dict):
+            built.append(grid)
+        return original(grid, *args, **kwargs)
+
+    monkeypatch.setattr(sweeps, "grid_points", counted)
+    grid = tmp_path / "g.toml"
+    grid.write_text("zip = true\n[grid]\ndma_engines = [4, 8]\ndma_engine_bandwidth = [34e9, 17e9]\n")
+    df = sweeps.command([SOFTMAX], [str(grid), "hbm_bandwidth=205e9,410e9"], False, False, str(tmp_path / "r.csv"),
+                        None, client, None, False, False, DEFAULT, {})
+    assert len(built) == 1
+    assert df.attrs["parameters"] == ["dma_engines", "dma_engine_bandwidth", "hbm_bandwidth"]
+    assert [tuple(r) for r in df[["dma_engines", "dma_engine_bandwidth", "hbm_bandwidth"]].itertuples(index=False)] \
+        == [(4, 34e9, 205e9), (4, 34e9, 410e9), (8, 17e9, 205e9), (8, 17e9, 410e9)]
+    assert set(df.status) == {"ok"}
+
+
 def _listening(pids: list[int]) -> set[str]:
     import psutil
 
