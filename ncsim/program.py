@@ -11,13 +11,11 @@ program order within each; `first[e]` is the k of stream e's first instruction (
 count). Per instruction k:
 
 - `opcode[k]` (isa row), `engine[k]` (index into isa.ENGINES);
-- `pos[k]`: its first word in `words`, the encoded streams as one array of little-endian 64-bit
-  words (stream e is words[word_first[e]:word_first[e + 1]], as the object's .text sections hold it;
-  read-only, and a view into the object file's bytes, not a copy, when the streams lie back to back);
 - `body[k]`: instructions whose encodings agree in every byte but the semaphore counts, the access
   patterns' byte offsets (or constants' bits) and sem_wait's / sem_signal's semaphore operand share
-  a body; `body_first[b]` is the first instruction of body b. The isa operand table (`layout`) says
-  where those bytes are, so nothing here names an operand;
+  a body; `body_first[b]` is the first instruction of body b, whose words are
+  body_words[body_pos[b]:body_pos[b + 1]]. The isa operand table (`layout`) says where those bytes
+  are, so nothing here names an operand;
 - access-pattern operands (every operand of an APKind, in table order, absent ones and constants
   included): rows ap_ptr[k]..ap_ptr[k + 1] of `ap_value`, the byte offset of a pattern in memory or
   the bits of a constant (the rest of each pattern is its body's);
@@ -33,17 +31,22 @@ Besides: `kernel`, `files`, `tensors` (the object's TensorEntry list) and `name`
 of the program, where errors are placed when there is no source). The object format names no
 semaphores, so neither does the program.
 
-Decoding: one numba pass finds the instructions (`_scan`), a second reads bodies, semaphores,
-pattern values and footprints (`_read`); only the first instruction of each body is decoded into an
-`Instruction` (a tiled kernel of a million instructions has a few hundred bodies). `instruction(k)`
-gives any instruction as an `Instruction`, made from its body's and its own columns (not from the
-bytes) and kept; the functional machine runs those, `stream(engine)` gives a whole stream.
-Every byte is checked once: the bodies' first instructions by the decoder, the rest of each
-instruction (offsets, constants, semaphore entries, headers) by the numba passes.
+Decoding: one numba pass (`_read`) walks the streams, checks each header and writes every column
+(into numpy arrays as long as the words bound them, cut in place after); only the first instruction
+of each body is decoded into an `Instruction` (a tiled kernel of a million instructions has a few
+hundred bodies). `instruction(k)` gives any instruction as an `Instruction`, made from its body's
+and its own columns (not from the bytes) and kept; the functional machine runs those, `stream(engine)`
+gives a whole stream. Every byte is checked once: the bodies' first instructions by the decoder, the
+rest of each instruction (offsets, constants, semaphore entries, headers) by the numba pass.
+
+The encoded words are not kept once decoded (nor is the object a program was read from): every
+byte an instruction does not share with its body's first is in a column, so `encoded()` makes the
+words again (a numba pass, `_encode`) for `to_object` and `prefix`, byte for byte those read.
 
 Integer columns are int64 but where the encoding bounds them: body int32, semaphore numbers and
 partitions int16, semaphore ops, memories and access bits int8, source places int32 (measured on
-tools/bench_pipeline.py's program: about 150 bytes per instruction besides the encoded words).
+tools/bench_pipeline.py's program: 143 bytes per instruction, everything the program keeps; 332
+when it kept the words).
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ if TYPE_CHECKING:
 ENGINES = isa.ENGINES
 ACCESS_READ, ACCESS_WRITE = 1, 2  # bits of fp_access
 _MAX_AP = 8  # access-pattern operands of one instruction, at most
+_MRU = 4  # bodies per opcode _read compares an instruction with before it looks in its hash table
 
 
 def source_line(path: str, line: int, checked: set[str]) -> str:
@@ -93,9 +97,6 @@ class Program:
     files: list[str]
     tensors: list[TensorEntry]
     name: str
-    words: np.ndarray
-    word_first: np.ndarray
-    pos: np.ndarray
     first: np.ndarray
     opcode: np.ndarray
     src_file: np.ndarray
@@ -120,9 +121,13 @@ class Program:
     fp_access: np.ndarray
     ap_ptr: np.ndarray
     ap_value: np.ndarray
+    body_words: np.ndarray  # the words of each body's first instruction, back to back
+    body_pos: np.ndarray  # body b's are body_words[body_pos[b]:body_pos[b + 1]]
     semaphores: dict[int, str] = field(default_factory=dict)  # the source's `.sem` names, by number
     gpsimd: list[Any] = field(default_factory=list)  # the GpSimd programs (ncsim.gpsimd.code), see link_gpsimd
-    obj: ObjectFile | None = field(default=None, repr=False)  # the object it was read from, if any
+    # An object kept with the program (ncsim.run keeps the assembler's; from_object keeps none:
+    # to_object makes it again). nbytes counts its streams.
+    obj: ObjectFile | None = field(default=None, repr=False)
     # The configuration whose rules every instruction is known to keep: set where the assembler made
     # the program under it (ncsim.runtime.run.load_program) or verify_program checked it against it.
     # The functional machine then runs the instructions without checking their rules again.
@@ -145,39 +150,30 @@ class Program:
         words = _words(streams[e] for e in ENGINES)
         sizes = np.array([len(streams[e]) // 8 for e in ENGINES], np.int64)
         word_first = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
-        tab = _tables()
-        pos, first, n_waits, n_signals, n_aps, bad = _scan(words, word_first, tab.fixed_words, tab.ap_count,
-                                                           tab.sem_operand)
-        if bad != -1:
-            at = bad if bad >= 0 else -2 - bad
-            e = int(np.searchsorted(word_first, at, side="right") - 1)
-            offset = int(at - word_first[e]) * 8
-            if bad < -1:
-                code = int(words[at] >> np.uint64(8) & np.uint64(0xFF))
-                other = ENGINES[code] if code < len(ENGINES) else f"code {code}"
-                raise ObjectFileError(f".text.{ENGINES[e]} holds an instruction encoded for the {other} engine",
-                                      file=f"{name} (.text.{ENGINES[e]})", offset=offset + 1)
-            _raise_decode(streams[ENGINES[e]], ENGINES[e], name, offset)
+        first, columns = _columns(words, word_first, name)
         n = int(first[-1])
-        src = np.full((n, 3), -1, np.int64)
+        src = [np.empty(n, np.int32) for _ in range(3)]  # file, line, col
         for e, engine in enumerate(ENGINES):
             entries = obj.lines.get(engine, [])
-            count = int(first[e + 1] - first[e])
-            if len(entries) != count:
+            lo, hi = int(first[e]), int(first[e + 1])
+            if len(entries) != hi - lo:
                 raise ObjectFileError(f"the line table of .text.{engine} has {len(entries)} entries for"
-                                      f" {count} instructions", file=name)
-            if count and isinstance(entries, LineTable):
-                src[first[e]:first[e + 1]] = np.stack((entries.file, entries.line, entries.col), axis=1)
-            elif count:
-                table = np.fromiter(itertools.chain.from_iterable(entries), np.int64, 4 * count).reshape(count, 4)
-                if not np.array_equal(table[:, 0], np.arange(count)):
+                                      f" {hi - lo} instructions", file=name)
+            if hi > lo and isinstance(entries, LineTable):
+                for column, values in zip(src, (entries.file, entries.line, entries.col)):
+                    column[lo:hi] = values
+            elif hi > lo:
+                table = np.fromiter(itertools.chain.from_iterable(entries), np.int64, 4 * (hi - lo)).reshape(-1, 4)
+                if not np.array_equal(table[:, 0], np.arange(hi - lo)):
                     raise ObjectFileError(f"the line table of .text.{engine} does not number its entries"
-                                          f" 0..{count - 1} in order", file=name)
-                src[first[e]:first[e + 1]] = table[:, 1:]
-        prog = cls._read(obj.kernel, list(obj.files), list(obj.tensors), name, words, word_first, pos, first,
-                         src[:, 0], src[:, 1], src[:, 2], (n_waits, n_signals, n_aps))
+                                          f" 0..{hi - lo - 1} in order", file=name)
+                for j, column in enumerate(src):
+                    column[lo:hi] = table[:, 1 + j]
+        # The object is not kept: its words (the file's bytes) are not needed once decoded, and
+        # to_object makes the same bytes again from the columns.
+        prog = cls._made(obj.kernel, list(obj.files), list(obj.tensors), name, words, word_first, first, columns,
+                         src[0], src[1], src[2])
         prog.semaphores = dict(getattr(obj, "semaphores", {}))
-        prog.obj = obj
         prog.link_gpsimd(obj.gpsimd)
         return prog
 
@@ -187,7 +183,8 @@ class Program:
                      gpsimd: Sequence[Any] = ()) -> Program:
         """The assembler's arrays (`ncsim.asm.build.Encoded`), without making an object; `gpsimd`: the
         GpSimd programs its gpsimd_call instructions run (the object's `gpsimd`), linked as from_object does."""
-        prog = cls._read(kernel, list(files), list(tensors), name, enc.words, enc.word_first, enc.pos, enc.first,
+        first, columns = _columns(enc.words, enc.word_first, name)
+        prog = cls._made(kernel, list(files), list(tensors), name, enc.words, enc.word_first, first, columns,
                          enc.file, enc.line, enc.col)
         prog.semaphores = dict(semaphores or {})
         prog.link_gpsimd(gpsimd)
@@ -223,35 +220,31 @@ class Program:
         return cls.from_instructions(program, name)
 
     @classmethod
-    def _read(cls, kernel: str, files: list[str], tensors: list[TensorEntry], name: str, words: np.ndarray,
-              word_first: np.ndarray, pos: np.ndarray, first: np.ndarray, src_file: np.ndarray,
-              src_line: np.ndarray, src_col: np.ndarray, totals: tuple[int, int, int] | None = None) -> Program:
-        """The reading pass over instructions already found; `totals` (waits, signals, access
-        patterns), if _scan counted them."""
-        tab = _tables()
-        h = words[pos]
-        opcode = (h & np.uint64(0xFF)).astype(np.uint8)
-        if totals is None:
-            extra_w = int((tab.sem_operand[opcode] == 1).sum())
-            extra_s = int((tab.sem_operand[opcode] == 2).sum())
-            n_waits = int(((h >> np.uint64(16)) & np.uint64(0xFF)).astype(np.int64).sum()) + extra_w
-            n_signals = int(((h >> np.uint64(24)) & np.uint64(0xFF)).astype(np.int64).sum()) + extra_s
-            n_aps = int(tab.ap_count[opcode].sum())
-        else:
-            n_waits, n_signals, n_aps = totals
-        out = _read(words, pos, n_waits, n_signals, n_aps, tab.fixed_words, tab.key_mask, tab.ap_off,
-                    tab.ap_access, tab.sem_operand, tab.itemsize)
-        (body, reps, wptr, wsem, wop, wval, sptr, ssem, sop, sval, fp_ptr, fmem, fpart, fparts, flo, fhi, facc,
-         ap_ptr, ap_value, bad) = out
+    def _made(cls, kernel: str, files: list[str], tensors: list[TensorEntry], name: str, words: np.ndarray,
+              word_first: np.ndarray, first: np.ndarray, columns: _Columns, src_file: np.ndarray,
+              src_line: np.ndarray, src_col: np.ndarray) -> Program:
+        """The program of the columns _columns read from `words`, the first instruction of each body
+        decoded; the words are not kept."""
+        reps, rpos = columns.reps, columns.rpos
+        rep_size = ((words[rpos] >> np.uint64(32)) & np.uint64(0xFFFF)).astype(np.int64) // 8
+        body_pos = np.zeros(len(reps) + 1, np.int64)
+        np.cumsum(rep_size, out=body_pos[1:])
+        body_words = np.concatenate([words[p:p + z] for p, z in zip(rpos.tolist(), rep_size.tolist())]
+                                    + [np.zeros(0, np.uint64)]).astype(np.uint64)
         i32 = np.int32
-        prog = cls(kernel, files, tensors, name, words, word_first, pos, first, opcode,
-                   np.asarray(src_file, i32), np.asarray(src_line, i32), np.asarray(src_col, i32), body, reps,
-                   wptr, wsem, wop, wval, sptr, ssem, sop, sval, fp_ptr, fmem, fpart, fparts, flo, fhi, facc,
-                   ap_ptr, ap_value)
-        for k in reps.tolist():  # the first instruction of each body, in program order: errors in that order
-            prog._bodies.append(prog._decode(k))
-        if bad >= 0:
-            prog.raise_at(int(bad))
+        prog = cls(kernel, files, tensors, name, first, src_file=np.asarray(src_file, i32),
+                   src_line=np.asarray(src_line, i32), src_col=np.asarray(src_col, i32), body_first=reps,
+                   body_words=body_words, body_pos=body_pos, **dict(zip(_COLUMNS, columns.arrays)))
+        for b, k in enumerate(reps.tolist()):  # the first instruction of each body, in program order: errors in that order
+            try:
+                prog._bodies.append(prog._decode(b))
+            except ObjectFileError:
+                _raise_at(words, word_first, first, rpos[b], k, name)  # again over the whole stream, for the offset
+                raise
+        if columns.bad >= 0:
+            k = columns.bad
+            e = int(np.searchsorted(first, k, side="right") - 1)
+            _raise_at(words, word_first, first, _position(words, word_first[e], k - int(first[e])), k, name)
         return prog
 
     def link_gpsimd(self, programs: Sequence[Any]) -> None:
@@ -291,8 +284,10 @@ class Program:
         return isa.BY_OPCODE[int(self.opcode[k])].mnemonic
 
     def nbytes(self) -> int:
-        """Bytes of the arrays (the words included)."""
-        return sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray))
+        """Bytes of every array the program keeps: its columns, and the streams of the object it keeps
+        if it keeps one (a program read from an object does not; the assembler's may)."""
+        own = sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray))
+        return own + (sum(len(s) for s in self.obj.streams.values()) if self.obj is not None else 0)
 
     # ------------------------------------------------------------------ one instruction
     def loc(self, k: int) -> SourceLoc | None:
@@ -378,34 +373,29 @@ class Program:
             self._patterns[key] = out
         return out
 
-    def _decode(self, k: int) -> Instruction:
-        """Instruction k decoded from its words (only a body's first instruction is)."""
-        p = int(self.pos[k])
-        size = int((self.words[p] >> np.uint64(32)) & np.uint64(0xFFFF))
-        try:
-            return decode_one(self.words[p:p + size // 8].tobytes(), 0)[0]
-        except ObjectFileError:
-            self.raise_at(k)  # again over the whole stream, for the offset in it
-            raise
+    def _decode(self, b: int) -> Instruction:
+        """Body b's first instruction decoded from its words (only those are decoded)."""
+        return decode_one(self.body_words[self.body_pos[b]:self.body_pos[b + 1]].tobytes(), 0)[0]
 
-    def raise_at(self, k: int) -> None:
-        """Raise the ObjectFileError of a malformed instruction k (decoding it says what is wrong)."""
-        e = self.engine_of(k)
-        stream = self.words[self.word_first[e]:self.word_first[e + 1]].tobytes()
-        _raise_decode(stream, ENGINES[e], self.name, int(self.pos[k] - self.word_first[e]) * 8)
+    def encoded(self, ks: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(words, pos): instructions `ks` (all by default; ascending) encoded again from the columns
+        and their bodies' words, back to back, instruction ks[i] at word pos[i]. The same bytes as the
+        object the program was read from: every byte an instruction does not share with its body's
+        first is in a column."""
+        tab = _tables()
+        ks = np.arange(self.count, dtype=np.int64) if ks is None else np.asarray(ks, np.int64)
+        return _encode(ks, self.opcode, self.body, self.body_words, self.body_pos, self.wait_ptr, self.wait_sem,
+                       self.wait_op, self.wait_value, self.signal_ptr, self.signal_sem, self.signal_op,
+                       self.signal_value, self.ap_ptr, self.ap_value, tab.fixed_words, tab.ap_off, tab.sem_operand)
 
     def prefix(self, counts: Sequence[int]) -> Program:
         """The program of the first counts[e] instructions of each stream e."""
         ks = np.concatenate([np.arange(int(self.first[e]), int(self.first[e]) + int(c))
                              for e, c in enumerate(counts)]).astype(np.int64)
-        sizes = ((self.words[self.pos[ks]] >> np.uint64(32)) & np.uint64(0xFFFF)).astype(np.int64) // 8
-        words = np.concatenate([self.words[p:p + z] for p, z in zip(self.pos[ks].tolist(), sizes.tolist())]
-                               + [np.zeros(0, np.uint64)]).astype(np.uint64)
-        pos = np.cumsum(sizes) - sizes
-        first = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-        word_first = np.concatenate(([0], np.cumsum([int(sizes[first[e]:first[e + 1]].sum())
-                                                     for e in range(len(counts))]))).astype(np.int64)
-        prog = Program._read(self.kernel, self.files, self.tensors, self.name, words, word_first, pos, first,
+        words, pos = self.encoded(ks)
+        word_first = np.append(pos, len(words))[np.concatenate(([0], np.cumsum(counts)))].astype(np.int64)
+        first, columns = _columns(words, word_first, self.name)
+        prog = Program._made(self.kernel, self.files, self.tensors, self.name, words, word_first, first, columns,
                              self.src_file[ks], self.src_line[ks], self.src_col[ks])
         prog.semaphores = self.semaphores
         prog.link_gpsimd(self.gpsimd)
@@ -416,9 +406,11 @@ class Program:
     # ------------------------------------------------------------------ back to an object
     def to_object(self) -> ObjectFile:
         """The object that holds this program (for writing it out)."""
-        obj = ObjectFile(kernel=self.kernel, files=list(self.files), tensors=list(self.tensors), gpsimd=list(self.gpsimd))
-        obj.streams = {e: self.words[self.word_first[i]:self.word_first[i + 1]].tobytes()
-                       for i, e in enumerate(ENGINES)}
+        obj = ObjectFile(kernel=self.kernel, files=list(self.files), tensors=list(self.tensors), gpsimd=list(self.gpsimd),
+                         semaphores=dict(self.semaphores))
+        words, pos = self.encoded()
+        word_first = np.append(pos, len(words))[self.first]  # stream e's first word (the last: the end)
+        obj.streams = {e: words[word_first[i]:word_first[i + 1]].tobytes() for i, e in enumerate(ENGINES)}
         for i, e in enumerate(ENGINES):
             lo, hi = int(self.first[i]), int(self.first[i + 1])
             obj.lines[e] = LineTable(self.src_file[lo:hi], self.src_line[lo:hi], self.src_col[lo:hi])
@@ -452,6 +444,80 @@ def _words(streams: Iterable[bytes | memoryview]) -> np.ndarray:
                 words.flags.writeable = False
                 return words
     return np.frombuffer(b"".join(parts), dtype="<u8")
+
+
+_COLUMNS = ("opcode", "body", "wait_ptr", "wait_sem", "wait_op", "wait_value", "signal_ptr", "signal_sem", "signal_op",
+            "signal_value", "fp_ptr", "fp_memory", "fp_partition", "fp_partitions", "fp_lo", "fp_hi", "fp_access",
+            "ap_ptr", "ap_value")  # the columns _read writes, in the order of _Columns.arrays
+
+
+@dataclass
+class _Columns:
+    """What _read found: the columns _COLUMNS names; reps[b], rpos[b]: body b's first instruction and its word; bad: the first
+    instruction whose semaphore entries or pattern offsets are malformed, or -1."""
+
+    arrays: list[np.ndarray]
+    reps: np.ndarray
+    rpos: np.ndarray
+    bad: int
+
+
+def _columns(words: np.ndarray, word_first: np.ndarray, name: str) -> tuple[np.ndarray, _Columns]:
+    """(first, columns) of the streams in `words` (stream e is words[word_first[e]:word_first[e + 1]]),
+    read by _read in one pass; a malformed header raises ObjectFileError naming its section and byte."""
+    tab = _tables()
+    size = len(words)
+    n = size // 2 + 1  # an instruction is at least 2 words, a wait or a signal one, a pattern 7
+    aps = size // 7 + 1
+    e = np.empty
+    arrays = [e(n, np.uint8), e(n, np.int32),  # opcode, body
+              e(n + 1, np.int64), e(size, np.int16), e(size, np.int8), e(size, np.int64),  # waits
+              e(n + 1, np.int64), e(size, np.int16), e(size, np.int8), e(size, np.int64),  # signals
+              e(n + 1, np.int64), e(aps, np.int8), e(aps, np.int16), e(aps, np.int16), e(aps, np.int64),  # footprints
+              e(aps, np.int64), e(aps, np.int8),
+              e(n + 1, np.int64), e(aps, np.int64)]  # patterns
+    reps, rpos = e(n, np.int64), e(n, np.int64)
+    first = np.zeros(len(word_first), np.int64)
+    (opcode, body, wptr, wsem, wop, wval, sptr, ssem, sop, sval, fp_ptr, fmem, fpart, fparts, flo, fhi, facc, ap_ptr,
+     ap_value) = arrays
+    count, waits, signals, patterns, footprints, bodies, header, bad = _read(
+        words, word_first, first, opcode, body, reps, rpos, wptr, wsem, wop, wval, sptr, ssem, sop, sval, fp_ptr,
+        fmem, fpart, fparts, flo, fhi, facc, ap_ptr, ap_value, tab.fixed_words, tab.key_mask, tab.ap_off,
+        tab.ap_access, tab.sem_operand, tab.itemsize)
+    if header != -1:
+        at = header if header >= 0 else -2 - header
+        s = int(np.searchsorted(word_first, at, side="right") - 1)
+        offset = int(at - word_first[s]) * 8
+        if header < -1:
+            code = int(words[at] >> np.uint64(8) & np.uint64(0xFF))
+            other = ENGINES[code] if code < len(ENGINES) else f"code {code}"
+            raise ObjectFileError(f".text.{ENGINES[s]} holds an instruction encoded for the {other} engine",
+                                  file=f"{name} (.text.{ENGINES[s]})", offset=offset + 1)
+        _raise_decode(words[word_first[s]:word_first[s + 1]].tobytes(), ENGINES[s], name, offset)
+    # Cut each column to what was written: in place (realloc; no copy, the pages past it go back).
+    for column, length in zip(arrays, (count, count, count + 1, waits, waits, waits, count + 1, signals, signals,
+                                       signals, count + 1, footprints, footprints, footprints, footprints,
+                                       footprints, footprints, count + 1, patterns)):
+        column.resize(length, refcheck=False)
+    reps.resize(bodies, refcheck=False)
+    rpos.resize(bodies, refcheck=False)
+    return first, _Columns(arrays, reps, rpos, int(bad))
+
+
+def _position(words: np.ndarray, start: int, index: int) -> int:
+    """The word of instruction `index` of the stream starting at word `start` (headers already checked)."""
+    p = start
+    for _ in range(index):
+        p += int((words[p] >> np.uint64(32)) & np.uint64(0xFFFF)) // 8
+    return p
+
+
+def _raise_at(words: np.ndarray, word_first: np.ndarray, first: np.ndarray, p: int, k: int, name: str) -> None:
+    """Raise the ObjectFileError of a malformed instruction k, at word p of `words` (decoding its stream
+    says what is wrong, and at which byte of it)."""
+    e = int(np.searchsorted(first, k, side="right") - 1)
+    stream = words[word_first[e]:word_first[e + 1]].tobytes()
+    _raise_decode(stream, ENGINES[e], name, int(p - word_first[e]) * 8)
 
 
 def _raise_decode(stream: bytes, engine: str, file: str, pos: int = 0) -> None:
@@ -510,41 +576,61 @@ def _tables() -> _Tables:
 # --------------------------------------------------------------------------- numba kernels
 
 @numba.njit(cache=True)
-def _scan(words, word_first, fixed_words, ap_count, sem_operand):
-    """Instruction positions (in words) of every stream, and totals for sizing the arrays of _read.
-
-    Returns (pos, first, waits, signals, footprints, bad): bad is the word position p of the first
-    malformed header, -2 - p if the instruction at p is encoded for another engine than its
-    stream's, or -1."""
-    n_eng = word_first.shape[0] - 1
-    pos = np.empty(word_first[n_eng] // 2 + 1, np.int64)  # an instruction is at least 2 words
-    first = np.zeros(n_eng + 1, np.int64)
-    n = 0
-    waits = 0
-    signals = 0
-    fps = 0
-    for e in range(n_eng):
-        p = word_first[e]
-        hi = word_first[e + 1]
-        while p < hi:
-            h = words[p]
-            opcode = np.int64(h & np.uint64(0xFF))
-            nwait = np.int64((h >> np.uint64(16)) & np.uint64(0xFF))
-            nsig = np.int64((h >> np.uint64(24)) & np.uint64(0xFF))
-            size = np.int64((h >> np.uint64(32)) & np.uint64(0xFFFF))
-            fw = fixed_words[opcode]
-            if fw == 0 or nwait > 8 or nsig > 8 or size != 8 * (fw + nwait + nsig) or p + size // 8 > hi:
-                return pos[:n], first, waits, signals, fps, p
-            if np.int64((h >> np.uint64(8)) & np.uint64(0xFF)) != e:
-                return pos[:n], first, waits, signals, fps, -2 - p  # encoded for another engine
-            pos[n] = p
-            n += 1
-            waits += nwait + (1 if sem_operand[opcode] == 1 else 0)
-            signals += nsig + (1 if sem_operand[opcode] == 2 else 0)
-            fps += ap_count[opcode]
-            p += size // 8
-        first[e + 1] = n
-    return pos[:n].copy(), first, waits, signals, fps, -1
+def _encode(ks, opcode, body, body_words, body_pos, wptr, wsem, wop, wval, sptr, ssem, sop, sval, ap_ptr, ap_value,
+            fixed_words, ap_off, sem_operand):
+    """Instructions ks encoded from the columns (the inverse of _read): each body's first instruction's
+    fixed words, the header's counts and size, the patterns' values and sem_wait's / sem_signal's
+    operand written in, then the waits and signals. Returns (words, pos)."""
+    m = ks.shape[0]
+    pos = np.empty(m, np.int64)
+    total = 0
+    for i in range(m):
+        k = ks[i]
+        pos[i] = total
+        op = np.int64(opcode[k])
+        extra = 1 if sem_operand[op] != 0 else 0
+        total += fixed_words[op] + (wptr[k + 1] - wptr[k]) + (sptr[k + 1] - sptr[k]) - extra
+    words = np.zeros(total, np.uint64)
+    b = words.view(np.uint8)
+    for i in range(m):
+        k = ks[i]
+        op = np.int64(opcode[k])
+        fw = fixed_words[op]
+        p = pos[i]
+        q = body_pos[body[k]]
+        for w in range(fw):
+            words[p + w] = body_words[q + w]
+        nw = wptr[k + 1] - wptr[k] - (1 if sem_operand[op] == 1 else 0)
+        ns = sptr[k + 1] - sptr[k] - (1 if sem_operand[op] == 2 else 0)
+        size = fw + nw + ns
+        words[p] = ((words[p] & ~(np.uint64(0xFFFFFFFF) << np.uint64(16))) | (np.uint64(nw) << np.uint64(16))
+                    | (np.uint64(ns) << np.uint64(24)) | (np.uint64(size * 8) << np.uint64(32)))
+        for j in range(wptr[k + 1] - wptr[k]):
+            r = wptr[k] + j
+            w = (np.uint64(wsem[r] & 0xFF) | (np.uint64(wop[r] & 0xFF) << np.uint64(8))
+                 | (np.uint64(wval[r] & 0xFFFFFFFF) << np.uint64(32)))
+            if j < nw:
+                words[p + fw + j] = w
+            else:
+                words[p + 1] = w  # sem_wait's condition
+        for j in range(sptr[k + 1] - sptr[k]):
+            r = sptr[k] + j
+            w = (np.uint64(ssem[r] & 0xFF) | (np.uint64(sop[r] & 0xFF) << np.uint64(8))
+                 | (np.uint64(sval[r] & 0xFFFFFFFF) << np.uint64(32)))
+            if j < ns:
+                words[p + fw + nw + j] = w
+            else:
+                words[p + 1] = w  # sem_signal's update
+        a = ap_ptr[k]
+        for j in range(ap_off.shape[1]):
+            off = ap_off[op, j]
+            if off < 0:
+                break
+            v = ap_value[a + j]
+            o = p * 8 + off + 8
+            for c in range(8):
+                b[o + c] = np.uint8((v >> (8 * c)) & 0xFF)
+    return words, pos
 
 
 @numba.njit(inline="always")
@@ -574,38 +660,27 @@ def _hash(words, p, n, mask, opcode):
 
 
 @numba.njit(cache=True)
-def _read(words, pos, n_waits, n_signals, n_aps, fixed_words, key_mask, ap_off, ap_access, sem_operand,
-          itemsize):
-    """One pass over the instructions: their bodies, semaphore lists, pattern values and footprints.
+def _read(words, word_first, first, opcodes, body, reps, rpos, wptr, wsem, wop, wval, sptr, ssem, sop, sval, fp_ptr,
+          fmem, fpart, fparts, flo, fhi, facc, ap_ptr, ap_value, fixed_words, key_mask, ap_off, ap_access,
+          sem_operand, itemsize):
+    """One pass over the streams (stream e is words[word_first[e]:word_first[e + 1]]): the instructions'
+    headers checked, and their opcodes, bodies, semaphore lists, pattern values and footprints written
+    into the columns given, which are numpy's, as long as the words bound them (numpy asks the kernel
+    for huge pages for large arrays, which fault in far faster than numba's own allocations; what is
+    not written is never touched, and is cut off after). first[e + 1] is set to the count after stream e.
 
-    Returns (body, reps, wptr, wsem, wop, wval, sptr, ssem, sop, sval, fp_ptr, fmem, fpart, fparts,
-    flo, fhi, facc, ap_ptr, ap_value, bad): reps[b] is the first instruction of body b; bad is an
-    instruction whose semaphore entries or access-pattern offsets are malformed, or -1."""
-    n = pos.shape[0]
+    Returns (instructions, waits, signals, patterns, footprints, bodies, header, bad): reps[b] (b <
+    bodies) is the first instruction of body b, at word rpos[b]; header is the word position p of the
+    first malformed header, -2 - p if the instruction at p is encoded for another engine than its
+    stream's, or -1 (then what was read stops there); bad is the first instruction whose semaphore
+    entries or access-pattern offsets are malformed, or -1."""
+    n_eng = word_first.shape[0] - 1
     b = words.view(np.uint8)
-    body = np.empty(n, np.int32)
-    reps = np.empty(n, np.int64)
-    rhash = np.empty(n, np.uint64)
+    rhash = np.empty(opcodes.shape[0], np.uint64)
     nb = 0
     size = 1024
     table = np.full(size, -1, np.int64)
-    wptr = np.empty(n + 1, np.int64)
-    sptr = np.empty(n + 1, np.int64)
-    wsem = np.empty(n_waits, np.int16)
-    wop = np.empty(n_waits, np.int8)
-    wval = np.empty(n_waits, np.int64)
-    ssem = np.empty(n_signals, np.int16)
-    sop = np.empty(n_signals, np.int8)
-    sval = np.empty(n_signals, np.int64)
-    fp_ptr = np.empty(n + 1, np.int64)
-    fmem = np.empty(n_aps, np.int8)
-    fpart = np.empty(n_aps, np.int16)
-    fparts = np.empty(n_aps, np.int16)
-    flo = np.empty(n_aps, np.int64)
-    fhi = np.empty(n_aps, np.int64)
-    facc = np.empty(n_aps, np.int8)
-    ap_ptr = np.empty(n + 1, np.int64)
-    ap_value = np.empty(n_aps, np.int64)
+    mru = np.full((256, _MRU), -1, np.int64)
     wptr[0] = 0
     sptr[0] = 0
     fp_ptr[0] = 0
@@ -615,112 +690,148 @@ def _read(words, pos, n_waits, n_signals, n_aps, fixed_words, key_mask, ap_off, 
     rf = 0
     ra = 0
     bad = -1
-    for i in range(n):
-        p = pos[i]
-        h = words[p]
-        opcode = np.int64(h & np.uint64(0xFF))
-        fw = fixed_words[opcode]
-        # The body: find it in the table, or start a new one.
-        key = _hash(words, p, fw, key_mask, opcode)
-        slot = np.int64(key & np.uint64(size - 1))
-        while True:
-            c = table[slot]
-            if c < 0:
-                reps[nb] = i
-                rhash[nb] = key
-                table[slot] = nb
-                body[i] = nb
-                nb += 1
-                if 2 * nb > size:  # keep the table at most half full
-                    size *= 2
-                    table = np.full(size, -1, np.int64)
-                    for j in range(nb):
-                        s2 = np.int64(rhash[j] & np.uint64(size - 1))
-                        while table[s2] >= 0:
-                            s2 = (s2 + 1) & (size - 1)
-                        table[s2] = j
-                break
-            if rhash[c] == key:
-                q = pos[reps[c]]
+    i = 0
+    first[0] = 0
+    for e in range(n_eng):
+        p = word_first[e]
+        end = word_first[e + 1]
+        while p < end:
+            h = words[p]
+            opcode = np.int64(h & np.uint64(0xFF))
+            nw = np.int64((h >> np.uint64(16)) & np.uint64(0xFF))
+            ns = np.int64((h >> np.uint64(24)) & np.uint64(0xFF))
+            nbytes = np.int64((h >> np.uint64(32)) & np.uint64(0xFFFF))
+            fw = fixed_words[opcode]
+            if fw == 0 or nw > 8 or ns > 8 or nbytes != 8 * (fw + nw + ns) or p + nbytes // 8 > end:
+                return i, rw, rs, ra, rf, nb, p, bad
+            if np.int64((h >> np.uint64(8)) & np.uint64(0xFF)) != e:
+                return i, rw, rs, ra, rf, nb, -2 - p, bad  # encoded for another engine
+            opcodes[i] = opcode
+            # The body: one of the last _MRU bodies of its opcode (a loop's instructions repeat a few), else
+            # found in the hash table, or a new one.
+            hit = -1
+            for m in range(_MRU):
+                c = mru[opcode, m]
+                if c < 0:
+                    break
+                q = rpos[c]
                 same = True
                 for w in range(fw):
-                    if (words[p + w] & key_mask[opcode, w]) != (words[q + w] & key_mask[opcode, w]):
+                    if (words[p + w] ^ words[q + w]) & key_mask[opcode, w]:
                         same = False
                         break
                 if same:
-                    body[i] = c
+                    hit = c
+                    for m2 in range(m, 0, -1):  # to the front
+                        mru[opcode, m2] = mru[opcode, m2 - 1]
+                    mru[opcode, 0] = c
                     break
-            slot = (slot + 1) & (size - 1)
-        # Waits, then signals: the tail entries, then sem_wait's condition / sem_signal's update.
-        nw = np.int64((h >> np.uint64(16)) & np.uint64(0xFF))
-        ns = np.int64((h >> np.uint64(24)) & np.uint64(0xFF))
-        tail = p + fw
-        extra_w = 1 if sem_operand[opcode] == 1 else 0
-        extra_s = 1 if sem_operand[opcode] == 2 else 0
-        for j in range(nw + extra_w):
-            w = words[tail + j] if j < nw else words[p + 1]
-            wsem[rw] = np.int64(w & np.uint64(0xFF))
-            op = np.int64((w >> np.uint64(8)) & np.uint64(0xFF))
-            wop[rw] = op  # int8: checked below, before anyone reads it
-            wval[rw] = np.int64(w >> np.uint64(32))
-            if (op > 1 or ((w >> np.uint64(16)) & np.uint64(0xFFFF)) != 0) and bad < 0:
-                bad = i
-            rw += 1
-        for j in range(ns + extra_s):
-            w = words[tail + nw + j] if j < ns else words[p + 1]
-            ssem[rs] = np.int64(w & np.uint64(0xFF))
-            op = np.int64((w >> np.uint64(8)) & np.uint64(0xFF))
-            sop[rs] = op
-            sval[rs] = np.int64(w >> np.uint64(32))
-            if (op > 2 or ((w >> np.uint64(16)) & np.uint64(0xFFFF)) != 0) and bad < 0:
-                bad = i
-            rs += 1
-        wptr[i + 1] = rw
-        sptr[i + 1] = rs
-        # Every access-pattern operand's value (offset or constant bits); footprints of those in memory.
-        base = p * 8
-        for j in range(ap_off.shape[1]):
-            off = ap_off[opcode, j]
-            if off < 0:
-                break
-            o = base + off
-            mem = np.int64(b[o])
-            offset = _u32(b, o + 8) | (_u32(b, o + 12) << 32)
-            ap_value[ra] = offset
-            ra += 1
-            if mem == 0:
-                if offset != 0 and bad < 0:
+            if hit >= 0:
+                body[i] = hit
+            key = _hash(words, p, fw, key_mask, opcode) if hit < 0 else np.uint64(0)
+            slot = np.int64(key & np.uint64(size - 1))
+            while hit < 0:
+                c = table[slot]
+                if c < 0:
+                    reps[nb] = i
+                    rpos[nb] = p
+                    rhash[nb] = key
+                    table[slot] = nb
+                    body[i] = nb
+                    nb += 1
+                    if 2 * nb > size:  # keep the table at most half full
+                        size *= 2
+                        table = np.full(size, -1, np.int64)
+                        for j in range(nb):
+                            s2 = np.int64(rhash[j] & np.uint64(size - 1))
+                            while table[s2] >= 0:
+                                s2 = (s2 + 1) & (size - 1)
+                            table[s2] = j
+                    break
+                if rhash[c] == key:
+                    q = rpos[c]
+                    same = True
+                    for w in range(fw):
+                        if (words[p + w] ^ words[q + w]) & key_mask[opcode, w]:
+                            same = False
+                            break
+                    if same:
+                        body[i] = c
+                        break
+                slot = (slot + 1) & (size - 1)
+            if hit < 0:  # the front of its opcode's recent bodies
+                for m2 in range(_MRU - 1, 0, -1):
+                    mru[opcode, m2] = mru[opcode, m2 - 1]
+                mru[opcode, 0] = body[i]
+            # Waits, then signals: the tail entries, then sem_wait's condition / sem_signal's update.
+            tail = p + fw
+            extra_w = 1 if sem_operand[opcode] == 1 else 0
+            extra_s = 1 if sem_operand[opcode] == 2 else 0
+            for j in range(nw + extra_w):
+                w = words[tail + j] if j < nw else words[p + 1]
+                wsem[rw] = np.int64(w & np.uint64(0xFF))
+                op = np.int64((w >> np.uint64(8)) & np.uint64(0xFF))
+                wop[rw] = op  # int8: checked below, before anyone reads it
+                wval[rw] = np.int64(w >> np.uint64(32))
+                if (op > 1 or ((w >> np.uint64(16)) & np.uint64(0xFFFF)) != 0) and bad < 0:
                     bad = i
-                continue
-            if mem == 4:
-                if (offset < 0 or offset >= (np.int64(1) << 32)) and bad < 0:
+                rw += 1
+            for j in range(ns + extra_s):
+                w = words[tail + nw + j] if j < ns else words[p + 1]
+                ssem[rs] = np.int64(w & np.uint64(0xFF))
+                op = np.int64((w >> np.uint64(8)) & np.uint64(0xFF))
+                sop[rs] = op
+                sval[rs] = np.int64(w >> np.uint64(32))
+                if (op > 2 or ((w >> np.uint64(16)) & np.uint64(0xFFFF)) != 0) and bad < 0:
                     bad = i
-                continue
-            if mem > 4:
-                continue  # the body's first instruction is decoded, and fails, before anyone looks
-            isz = itemsize[b[o + 1]]
-            lo = np.int64(0)
-            hi = np.int64(0)
-            for d in range(min(np.int64(b[o + 3]), np.int64(5))):
-                reach = _i32(b, o + 16 + 8 * d) * (_u32(b, o + 20 + 8 * d) - 1)
-                if reach < 0:
-                    lo += reach
-                else:
-                    hi += reach
-            if (offset < 0 or offset + lo * isz < 0) and bad < 0:
-                bad = i
-            fmem[rf] = mem
-            fpart[rf] = b[o + 2]
-            fparts[rf] = _u16(b, o + 4)
-            flo[rf] = offset + lo * isz
-            fhi[rf] = offset + (hi + 1) * isz
-            facc[rf] = ap_access[opcode, j]
-            rf += 1
-        fp_ptr[i + 1] = rf
-        ap_ptr[i + 1] = ra
-    return (body, reps[:nb].copy(), wptr, wsem, wop, wval, sptr, ssem, sop, sval, fp_ptr, fmem[:rf].copy(),
-            fpart[:rf].copy(), fparts[:rf].copy(), flo[:rf].copy(), fhi[:rf].copy(), facc[:rf].copy(), ap_ptr,
-            ap_value, bad)
+                rs += 1
+            wptr[i + 1] = rw
+            sptr[i + 1] = rs
+            # Every access-pattern operand's value (offset or constant bits); footprints of those in memory.
+            base = p * 8
+            for j in range(ap_off.shape[1]):
+                off = ap_off[opcode, j]
+                if off < 0:
+                    break
+                o = base + off
+                mem = np.int64(b[o])
+                offset = _u32(b, o + 8) | (_u32(b, o + 12) << 32)
+                ap_value[ra] = offset
+                ra += 1
+                if mem == 0:
+                    if offset != 0 and bad < 0:
+                        bad = i
+                    continue
+                if mem == 4:
+                    if (offset < 0 or offset >= (np.int64(1) << 32)) and bad < 0:
+                        bad = i
+                    continue
+                if mem > 4:
+                    continue  # the body's first instruction is decoded, and fails, before anyone looks
+                isz = itemsize[b[o + 1]]
+                lo = np.int64(0)
+                hi = np.int64(0)
+                for d in range(min(np.int64(b[o + 3]), np.int64(5))):
+                    reach = _i32(b, o + 16 + 8 * d) * (_u32(b, o + 20 + 8 * d) - 1)
+                    if reach < 0:
+                        lo += reach
+                    else:
+                        hi += reach
+                if (offset < 0 or offset + lo * isz < 0) and bad < 0:
+                    bad = i
+                fmem[rf] = mem
+                fpart[rf] = b[o + 2]
+                fparts[rf] = _u16(b, o + 4)
+                flo[rf] = offset + lo * isz
+                fhi[rf] = offset + (hi + 1) * isz
+                facc[rf] = ap_access[opcode, j]
+                rf += 1
+            fp_ptr[i + 1] = rf
+            ap_ptr[i + 1] = ra
+            i += 1
+            p += nbytes // 8
+        first[e + 1] = i
+    return i, rw, rs, ra, rf, nb, -1, bad
 
 
 __all__ = ["ACCESS_READ", "ACCESS_WRITE", "ENGINES", "Program"]

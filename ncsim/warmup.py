@@ -452,6 +452,7 @@ def warm_up(message: str | None = None, stream: TextIO | None = None) -> WarmupR
     given, goes to `stream` (stderr) before the first compilation."""
     import ncsim.runtime.timing  # noqa: F401 - numba, before prepare()
     from ncsim.asm.assembler import assemble
+    from ncsim.asm.elf import read_elf, write_elf
     from ncsim.config import Config
     from ncsim.progress import Progress
     from ncsim.runtime.run import run
@@ -460,9 +461,10 @@ def warm_up(message: str | None = None, stream: TextIO | None = None) -> WarmupR
     start = time.perf_counter()
     with prepare(message is not None, stream, message or "") as notice, Progress(None, "warming up"):
         config = Config()
-        obj = assemble(PROGRAM, "<warmup>", config)
+        obj = read_elf(write_elf(assemble(PROGRAM, "<warmup>", config)), "<warmup>.o")  # as a .o file is read
         result = run(obj, config=config, sidecar=False)
         result.report.format()
+        result.program.to_object()  # the words made again from the columns (a loaded program keeps none)
         trace_text(result.timing, obj)  # the trace's kernels too (`--trace`)
     seconds = time.perf_counter() - start
     return WarmupResult(kernels(), list(notice.compiled) if notice is not None else [], seconds)

@@ -427,7 +427,8 @@ def print_size(m: dict[str, Any]) -> None:
     print(f"   {'':<18}(timing-only path = {' + '.join(TIMING_ONLY)}; its peak: the largest of theirs)")
     if "program_bytes" in notes:
         print(f"   decoded program: {notes['program_bytes'] / 2**20:,.1f} MiB of arrays"
-              f" ({notes['program_bytes'] / n:.0f} bytes per instruction, the encoded words included)")
+              f" ({notes['program_bytes'] / n:.0f} bytes per instruction: Program.nbytes(), every array it"
+              " keeps, and its object's streams if it keeps one)")
     if "machine_seconds" in notes:
         print(f"   values: of which Machine.run {notes['machine_seconds']:.3f} s")
     if "simulated_us" in notes:
