@@ -70,6 +70,7 @@ import dataclasses
 import json
 import math
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -486,12 +487,22 @@ def trace_dict(result: TimingResult, obj: ObjectFile | None = None) -> dict:
 
 
 def write_trace(result: TimingResult, path: str | Path, obj: ObjectFile | None = None) -> int:
-    """Write the trace to `path`; returns its size in bytes (compare with LARGE_TRACE_BYTES)."""
+    """Write the trace to `path`; returns its size in bytes (compare with LARGE_TRACE_BYTES).
+
+    A second thread writes each chunk while the next one is rendered (into the other of two buffers;
+    the numba kernel releases the GIL, and so does the file's write): a large trace spends about as
+    long in the one as in the other."""
     size = 0
-    with open(path, "wb") as f:
-        for chunk in _chunks(result, obj):
-            f.write(chunk)
+    with open(path, "wb") as f, ThreadPoolExecutor(1) as writer:
+        previous = None
+        for chunk in _chunks(result, obj, buffers=2):
+            written = writer.submit(f.write, chunk)
             size += len(chunk)
+            if previous is not None:
+                previous.result()  # the buffer the next chunk is rendered into is free again
+            previous = written
+        if previous is not None:
+            previous.result()
     return size
 
 
@@ -559,9 +570,9 @@ class _Events:
             return by_order[packed & ((1 << b_seq) - 1)]
         return np.lexsort((seq, cls, ns))
 
-    def render(self, events: np.ndarray):
-        """The events' lines in the order given, each after ",\\n", in chunks: views of one buffer, each
-        overwritten by the next."""
+    def render(self, events: np.ndarray, buffers: int = 1):
+        """The events' lines in the order given, each after ",\\n", in chunks: views of `buffers`
+        buffers taken in turn, each chunk overwritten by the one `buffers` later."""
         table = b"".join(self.snippets)
         snip = np.frombuffer(table, np.uint8) if table else np.zeros(1, np.uint8)
         snip_ptr = np.concatenate(([0], np.cumsum([len(s) for s in self.snippets], dtype=np.int64)))
@@ -584,15 +595,16 @@ class _Events:
                                   int(lengths[cols[arg]].max(initial=0)) if code == _STR else 28
                                   for code, arg in o) for o, cols in zip(self.ops, self.columns, strict=True)],
                          np.int64).reshape(-1)
-        buf = np.empty(max(_CHUNK_BYTES, int(bound.max(initial=0))), np.uint8)
-        i = 0
+        bufs = [np.empty(max(_CHUNK_BYTES, int(bound.max(initial=0))), np.uint8) for _ in range(buffers)]
+        i, turn = 0, 0
         while i < len(events):
+            buf = bufs[turn]
             nxt, used = _render(buf, events, i, group_first, ops_ptr, ops, data, base, width, bound, snip, snip_ptr)
-            yield buf[:used]  # a view of the buffer, overwritten by the next chunk: consumed at once
-            i = nxt
+            yield buf[:used]  # a view of the buffer, overwritten `buffers` chunks later
+            i, turn = nxt, (turn + 1) % buffers
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _render(buf, events, i, group_first, ops_ptr, ops, data, base, width, bound, snip, snip_ptr):
     """Render events[i:] into buf while they fit (an event of kind g takes at most bound[g] bytes):
     (the next event, bytes used)."""
@@ -674,9 +686,9 @@ def _pieces(ev: _Events, result: TimingResult, direction: np.ndarray, engine_nam
            p_ps0, p_dur, base2 + np.arange(result.pieces), True)
 
 
-def _chunks(result: TimingResult, obj: ObjectFile | None):
-    """The JSON text in pieces of bytes (or of a buffer that the next piece overwrites: take each
-    before asking for the next): header, events (one per line) in order of time, footer."""
+def _chunks(result: TimingResult, obj: ObjectFile | None, buffers: int = 1):
+    """The JSON text in pieces of bytes (or of one of `buffers` buffers taken in turn, which the piece
+    `buffers` later overwrites): header, events (one per line) in order of time, footer."""
     cfg = result.config
     hz = cfg.tick_hz
     n = result.count
@@ -822,7 +834,7 @@ def _chunks(result: TimingResult, obj: ObjectFile | None):
         ev.add([f'{{"name":"{memory.name} live bytes","ph":"C","ts":', (_FIX6, 0),
                 f',"pid":{PID},"args":{{"bytes":', (_INT, 1), "}}"], [c_ps, level], c_ps, 0, last + 1, False)
 
-    yield from ev.render(ev.order())
+    yield from ev.render(ev.order(), buffers)
     yield b"\n]}\n"
 
 
