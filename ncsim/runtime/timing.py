@@ -30,6 +30,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -106,7 +107,6 @@ class TimingResult:
     extra_ticks: np.ndarray
     extra_flags: np.ndarray
     piece_ptr: np.ndarray
-    piece_instr: np.ndarray
     piece_start: np.ndarray
     piece_end: np.ndarray
     edge_signal: np.ndarray
@@ -129,7 +129,7 @@ class TimingResult:
     fp_lo: np.ndarray
     fp_hi: np.ndarray
     fp_access: np.ndarray
-    _piece_body: np.ndarray = field(repr=False)  # piece -> row of the per-body piece table
+    _body_piece_ptr: np.ndarray = field(repr=False)  # body -> its rows of the piece table (CSR)
     _piece_table: np.ndarray = field(repr=False)  # [row, (engine, queue, bytes, hbm bytes, src, dst)]
     _program: Program = field(repr=False)
 
@@ -184,28 +184,40 @@ class TimingResult:
         return self.end - self.start
 
     @cached_property
+    def piece_instr(self) -> np.ndarray:
+        """The dma_copy (k) of each piece."""
+        out = np.empty(self.pieces, np.int64)
+        _piece_instr(self.piece_ptr, out)
+        return out
+
+    def _piece_column(self, column: int) -> np.ndarray:
+        out = np.empty(self.pieces, np.int64)
+        _piece_column(self.piece_ptr, self.body, self._body_piece_ptr, self._piece_table[:, column].copy(), out)
+        return out
+
+    @cached_property
     def piece_engine(self) -> np.ndarray:
-        return self._piece_table[self._piece_body, 0]
+        return self._piece_column(0)
 
     @cached_property
     def piece_queue(self) -> np.ndarray:
-        return self._piece_table[self._piece_body, 1]
+        return self._piece_column(1)
 
     @cached_property
     def piece_bytes(self) -> np.ndarray:
-        return self._piece_table[self._piece_body, 2]
+        return self._piece_column(2)
 
     @cached_property
     def piece_hbm_bytes(self) -> np.ndarray:
-        return self._piece_table[self._piece_body, 3]
+        return self._piece_column(3)
 
     @cached_property
     def piece_src(self) -> np.ndarray:
-        return self._piece_table[self._piece_body, 4]
+        return self._piece_column(4)
 
     @cached_property
     def piece_dst(self) -> np.ndarray:
-        return self._piece_table[self._piece_body, 5]
+        return self._piece_column(5)
 
     @cached_property
     def piece_issue(self) -> np.ndarray:
@@ -275,6 +287,25 @@ class TimingResult:
 
 def dma_latency_ticks(config: Config) -> int:
     return round(config.dma_latency_ns * config.tick_hz / 1e9)
+
+
+@numba.njit(cache=True, _nrt=False)
+def _piece_instr(piece_ptr, out):
+    """out[h]: the dma_copy of piece h."""
+    for k in range(piece_ptr.shape[0] - 1):
+        for h in range(piece_ptr[k], piece_ptr[k + 1]):
+            out[h] = k
+
+
+@numba.njit(cache=True, _nrt=False)
+def _piece_column(piece_ptr, body, body_piece_ptr, values, out):
+    """out[h]: values[row] of piece h's row of the piece table (the pieces of a dma_copy are its
+    body's rows, in order)."""
+    for k in range(piece_ptr.shape[0] - 1):
+        row = body_piece_ptr[body[k]]
+        for h in range(piece_ptr[k], piece_ptr[k + 1]):
+            out[h] = values[row]
+            row += 1
 
 
 # --------------------------------------------------------------------------- entry point
@@ -405,15 +436,22 @@ _ONE = np.uint64(1)
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop, sval,
-              piece_ptr, body_piece_ptr, piece_table, piece_cap,
-              n_dma, n_queues, latency, hbm_cap, hist_ptr):
+              piece_ptr, body_piece_ptr, piece_table, piece_cap, latency, hbm_cap, hist_ptr,
+              avail, ready, start, end, done, extra, flags, p_start, p_end, e_sig, e_wait, e_sem, h_time, h_rate,
+              pc, head, inflight, last_end, last_dur, holder, sems, hist_fill, hist_after, hist_k, mono, completed,
+              q_head, q_tail, q_ready, fifo_k, fifo_row, qbits, moving, queued, n_queued_de, rr, wake,
+              a_k, a_h, a_row, a_rem, a_rate, a_upd, a_end, a_hbm, order, counts):
     """The event loop. At each instant, in this order: DMA pieces finish (by DMA engine), engine
     instructions finish (by engine), instructions start (earliest ready first, ties by engine; until
     nothing more can start at this instant), idle DMA engines take pieces (round-robin over their
     queues), HBM bandwidth is shared out again. Then time jumps to the next instant something ends
     or becomes eligible.
+
+    Every array it uses is allocated by the caller (`_State`), outputs and state alike, so it is
+    compiled without numba's reference counting (`_nrt=False`): no atomic increment and decrement per
+    array use. It gives (status, info, t) and the number of edges and HBM steps in counts[0..1].
 
     Speed, measured on tools/bench_timing.py's 303 168 instructions (590 848 pieces, 335 365
     instants): 86 ms before these three choices, 37 ms after (8.3 M instructions/s):
@@ -425,69 +463,20 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
       16 queues twice for every piece it took was 19 M visits;
     - every instruction starts and every piece moves in a run that finishes (one that does not
       raises), so the output arrays are not filled beforehand; a small per-engine state says whether
-      the instruction at an engine's head has its avail and ready times yet."""
+      the instruction at an engine's head has its avail and ready times yet.
+    Per piece it writes only its start and end: a DMA queue is a first-in-first-out run of (dma_copy,
+    piece row) slots (each queue owns as many slots as it has pieces in the program, so it never wraps), and a
+    piece's instruction and row are computed when read (TimingResult.piece_instr)."""
     n_eng = first.shape[0] - 1
-    n = body.shape[0]
-    m = piece_ptr[n]
-    n_sems = hist_ptr.shape[0] - 1
-    avail = np.empty(n, np.int64)
-    ready = np.empty(n, np.int64)
-    start = np.empty(n, np.int64)
-    end = np.empty(n, np.int64)
-    done = np.empty(n, np.int64)
-    extra = np.empty(n, np.int64)
-    flags = np.empty(n, np.int8)
-    p_instr = np.empty(m, np.int64)
-    p_row = np.empty(m, np.int64)
-    p_start = np.empty(m, np.int64)
-    p_end = np.empty(m, np.int64)
-    p_next = np.empty(m, np.int64)
-    e_sig = np.empty(wptr[n], np.int64)
-    e_wait = np.empty(wptr[n], np.int64)
-    e_sem = np.empty(wptr[n], np.int64)
-    h_time = np.empty(2 * m + 1, np.int64)
-    h_rate = np.empty(2 * m + 1, np.float64)
+    n_dma = a_k.shape[0]
+    n_queues = q_head.shape[0] // n_dma
     n_edges = 0
     n_h = 0
-
-    pc = first[:-1].copy()
-    head = np.zeros(n_eng, np.int64)  # the instruction at pc: 0 nothing known, 1 avail set, 2 ready set too
-    inflight = np.full(n_eng, -1, np.int64)
-    last_end = np.full(n_eng, -1, np.int64)  # end of the previous data-path instruction of the engine
-    last_dur = np.zeros(n_eng, np.int64)
-    holder = np.full(2, -1, np.int64)  # ports: 0 SBUF, 1 PSUM
-    # Semaphores, and the history of each: every update in the order applied, so the value before
-    # update i is the value after update i - 1 (0 before the first).
-    sems = np.zeros(n_sems, np.int64)
-    hist_fill = np.zeros(n_sems, np.int64)
-    hist_after = np.empty(hist_ptr[n_sems], np.int64)
-    hist_k = np.empty(hist_ptr[n_sems], np.int64)
-    mono = np.ones(n_sems, np.bool_)  # only increments so far
-    completed = np.empty(n_eng + n_dma + 1, np.int64)  # instructions whose updates are still to apply
     n_completed = 0
-
-    qhead = np.full(n_dma * n_queues, -1, np.int64)
-    qtail = np.full(n_dma * n_queues, -1, np.int64)
-    qready = np.empty(n_dma * n_queues, np.int64)  # when the head piece of a queue is eligible
-    qwords = (n_queues + 63) // 64
-    qbits = np.zeros(n_dma * qwords, np.uint64)  # each DMA engine's non-empty queues
-    dwords = (n_dma + 63) // 64
-    moving = np.zeros(dwords, np.uint64)  # DMA engines that move a piece
-    queued = np.zeros(dwords, np.uint64)  # DMA engines with queued pieces
-    n_queued_de = np.zeros(n_dma, np.int64)
-    rr = np.full(n_dma, n_queues - 1, np.int64)  # the queue each DMA engine served last
-    wake = np.full(n_dma, _INF, np.int64)  # the earliest a queued piece of the DMA engine is eligible
-    active = np.full(n_dma, -1, np.int64)  # the piece each DMA engine moves
-    a_row = np.zeros(n_dma, np.int64)  # its row of piece_table
-    a_rem = np.zeros(n_dma, np.float64)  # its bytes left
-    a_rate = np.zeros(n_dma, np.float64)  # bytes per tick since a_upd
-    a_upd = np.zeros(n_dma, np.int64)
-    a_end = np.zeros(n_dma, np.int64)  # when it finishes at that rate
-    a_hbm = np.zeros(n_dma, np.float64)  # HBM bytes per byte moved
-    order = np.empty(n_dma, np.int64)
-    left = np.empty(n, np.int64)  # pieces of a dma_copy still to finish
     n_queued = 0
     dma_next = _INF  # the earliest a_end of the pieces moving
+    qwords = (n_queues + 63) // 64
+    dwords = moving.shape[0]
 
     t = np.int64(0)
     status = 0
@@ -503,15 +492,13 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                     bits &= bits - _ONE
                     if a_end[de] != t:
                         continue
-                    h = active[de]
-                    p_end[h] = t
-                    active[de] = -1
+                    p_end[a_h[de]] = t
                     moving[w] &= ~(_ONE << np.uint64(de & 63))
                     if a_hbm[de] > 0.0:
                         rates_dirty = True
-                    k = p_instr[h]
-                    left[k] -= 1
-                    if left[k] == 0:
+                    k = a_k[de]
+                    done[k] += 1  # minus the pieces still to finish, until the last one
+                    if done[k] == 0:
                         done[k] = t
                         completed[n_completed] = k
                         n_completed += 1
@@ -633,30 +620,25 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                 n_completed += 1
             elif kind == 1:  # dma_copy: queue its pieces and go on
                 end[k] = t
-                done[k] = -1  # until its last piece ends (never, if it has none)
                 extra[k] = 0
                 flags[k] = 0
-                left[k] = piece_ptr[k + 1] - piece_ptr[k]
-                row = body_piece_ptr[u]
-                for h in range(piece_ptr[k], piece_ptr[k + 1]):
-                    p_instr[h] = k
-                    p_row[h] = row
-                    p_next[h] = -1
+                # done[k]: minus the pieces still to finish; -1 for ever if it has none
+                done[k] = -max(piece_ptr[k + 1] - piece_ptr[k], np.int64(1))
+                for row in range(body_piece_ptr[u], body_piece_ptr[u + 1]):
                     de = piece_table[row, 0]
                     q = piece_table[row, 1]
                     qi = de * n_queues + q
-                    if qtail[qi] < 0:
-                        qhead[qi] = h
-                        qready[qi] = t + latency
+                    x = q_tail[qi]
+                    fifo_k[x] = k
+                    fifo_row[x] = row
+                    q_tail[qi] = x + 1
+                    if x == q_head[qi]:  # the queue was empty
+                        q_ready[qi] = t + latency
                         qbits[de * qwords + (q >> 6)] |= _ONE << np.uint64(q & 63)
                         queued[de >> 6] |= _ONE << np.uint64(de & 63)
                         wake[de] = min(wake[de], t + latency)
-                    else:
-                        p_next[qtail[qi]] = h
-                    qtail[qi] = h
                     n_queued_de[de] += 1
                     n_queued += 1
-                    row += 1
             else:
                 cold = last_end[e] < 0 or t > last_end[e]
                 dep = dependent[k]
@@ -719,25 +701,27 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                                 if q >= hi:
                                     break
                                 qi = de * n_queues + q
-                                if qready[qi] > t:
+                                if q_ready[qi] > t:
                                     continue
-                                h = qhead[qi]
+                                x = q_head[qi]
+                                k = fifo_k[x]
+                                row = fifo_row[x]
+                                q_head[qi] = x + 1
                                 rr[de] = q
-                                qhead[qi] = p_next[h]
-                                if p_next[h] < 0:
-                                    qtail[qi] = -1
+                                if x + 1 == q_tail[qi]:
                                     qbits[base + w] &= ~(_ONE << np.uint64(q & 63))
                                 else:
-                                    qready[qi] = start[p_instr[p_next[h]]] + latency
+                                    q_ready[qi] = start[fifo_k[x + 1]] + latency
                                 n_queued -= 1
                                 n_queued_de[de] -= 1
                                 if n_queued_de[de] == 0:
                                     queued[dw] &= ~(_ONE << np.uint64(de & 63))
-                                active[de] = h
+                                h = piece_ptr[k] + row - body_piece_ptr[body[k]]
+                                a_k[de] = k
+                                a_h[de] = h
+                                a_row[de] = row
                                 moving[dw] |= _ONE << np.uint64(de & 63)
                                 p_start[h] = t
-                                row = p_row[h]
-                                a_row[de] = row
                                 a_rem[de] = piece_table[row, 2]
                                 a_upd[de] = t
                                 a_hbm[de] = piece_table[row, 3] / max(piece_table[row, 2], 1)
@@ -758,7 +742,7 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                         while bits != 0:
                             q = (w << 6) + np.int64(trailing_zeros(bits))
                             bits &= bits - _ONE
-                            w_min = min(w_min, qready[de * n_queues + q])
+                            w_min = min(w_min, q_ready[de * n_queues + q])
                     wake[de] = w_min
         # 5. Share HBM among the pieces that touch it: max-min fair, each capped by its own rate.
         if rates_dirty:
@@ -812,7 +796,7 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
             while bits != 0:
                 de = (w << 6) + np.int64(trailing_zeros(bits))
                 bits &= bits - _ONE
-                if active[de] >= 0:
+                if (moving[w] >> np.uint64(de & 63)) & _ONE:
                     dma_next = min(dma_next, a_end[de])
                 elif wake[de] < nt:
                     nt = wake[de]
@@ -824,23 +808,34 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
         for e in range(n_eng):
             if pc[e] < first[e + 1]:
                 status = 1
-    return (status, info, t, avail, ready, start, end, done, extra, flags, p_instr, p_row, p_start, p_end,
-            e_sig[:n_edges], e_wait[:n_edges], e_sem[:n_edges], h_time[:n_h], h_rate[:n_h], pc, sems)
+    counts[0] = n_edges
+    counts[1] = n_h
+    return status, info, t
 
 
 def _schedule(prog: Program, flat: _Flat, config: Config, profile: dict[str, float] | None) -> TimingResult:
     wptr, wsem, wop, wval, sptr, ssem, sop, sval = flat.sems
     _check_semaphores(prog, flat, config)
+    n, m = len(flat.body), int(flat.piece_ptr[-1])
+    n_dma, n_queues = config.dma_engines, config.dma_queues_per_engine
     hist_ptr = np.concatenate(([0], np.cumsum(np.bincount(ssem, minlength=_SEMS)))).astype(np.int64)
+    avail, ready, start, end, done, extra = (np.empty(n, np.int64) for _ in range(6))
+    flags = np.empty(n, np.int8)
+    p_start, p_end = np.empty(m, np.int64), np.empty(m, np.int64)
+    e_sig, e_wait, e_sem = (np.empty(int(wptr[-1]), np.int64) for _ in range(3))
+    h_time, h_rate = np.empty(2 * m + 1, np.int64), np.empty(2 * m + 1, np.float64)
+    state = _State.of(prog.first, flat, hist_ptr, n_dma, n_queues)
+    counts = np.zeros(2, np.int64)
     t0 = time.perf_counter()
-    out = _simulate(prog.first, flat.body, flat.dependent, flat.body_table, wptr, wsem, wop, wval,
-                    sptr, ssem, sop, sval, flat.piece_ptr, flat.body_piece_ptr, flat.piece_table, flat.piece_cap,
-                    config.dma_engines, config.dma_queues_per_engine, dma_latency_ticks(config),
-                    config.hbm_bandwidth / config.tick_hz, hist_ptr)
+    status, info, t = _simulate(
+        prog.first, flat.body, flat.dependent, flat.body_table, wptr, wsem, wop, wval, sptr, ssem, sop, sval,
+        flat.piece_ptr, flat.body_piece_ptr, flat.piece_table, flat.piece_cap, dma_latency_ticks(config),
+        config.hbm_bandwidth / config.tick_hz, hist_ptr,
+        avail, ready, start, end, done, extra, flags, p_start, p_end, e_sig, e_wait, e_sem, h_time, h_rate,
+        *state, counts)
     if profile is not None:
         profile["simulate"] = time.perf_counter() - t0
-    (status, info, t, avail, ready, start, end, done, extra, flags, p_instr, p_row, p_start, p_end,
-     e_sig, e_wait, e_sem, h_time, h_rate, pc, sems) = out
+    pc, sems = state.pc, state.sems
     if status == 2:
         k = int(np.searchsorted(sptr, info, side="right") - 1)
         instr = prog.instruction(k)
@@ -853,16 +848,88 @@ def _schedule(prog: Program, flat: _Flat, config: Config, profile: dict[str, flo
         err.partial = lambda: _ran(prog, config, pc)
         raise err
     total = int(max(done.max(initial=0), end.max(initial=0)))
+    n_edges, n_h = int(counts[0]), int(counts[1])
     return TimingResult(
         config=config, total_ticks=total, first=prog.first, body=flat.body, body_cost=flat.costs,
         body_opcode=flat.body_opcode, avail=avail, ready=ready, start=start, end=end, done=done, extra_ticks=extra,
-        extra_flags=flags, piece_ptr=flat.piece_ptr, piece_instr=p_instr, piece_start=p_start, piece_end=p_end,
-        edge_signal=e_sig, edge_wait=e_wait, edge_sem=e_sem, hbm_time=h_time, hbm_rate=h_rate,
-        wait_ptr=wptr, wait_sem=wsem, wait_op=wop, wait_value=wval, signal_ptr=sptr, signal_sem=ssem, signal_op=sop,
-        signal_value=sval,
+        extra_flags=flags, piece_ptr=flat.piece_ptr, piece_start=p_start, piece_end=p_end,
+        edge_signal=e_sig[:n_edges], edge_wait=e_wait[:n_edges], edge_sem=e_sem[:n_edges], hbm_time=h_time[:n_h],
+        hbm_rate=h_rate[:n_h], wait_ptr=wptr, wait_sem=wsem, wait_op=wop, wait_value=wval, signal_ptr=sptr,
+        signal_sem=ssem, signal_op=sop, signal_value=sval,
         fp_ptr=flat.fp[0], fp_memory=flat.fp[1], fp_partition=flat.fp[2], fp_partitions=flat.fp[3],
-        fp_lo=flat.fp[4], fp_hi=flat.fp[5], fp_access=flat.fp[6], _piece_body=p_row, _piece_table=flat.piece_table,
-        _program=prog)
+        fp_lo=flat.fp[4], fp_hi=flat.fp[5], fp_access=flat.fp[6], _body_piece_ptr=flat.body_piece_ptr,
+        _piece_table=flat.piece_table, _program=prog)
+
+
+class _State(NamedTuple):
+    """The scheduler's working state, allocated here so that `_simulate` allocates nothing (its
+    order is that of _simulate's arguments)."""
+
+    pc: np.ndarray  # per engine: the next instruction (k) of its stream
+    head: np.ndarray  # the instruction at pc: 0 nothing known, 1 avail set, 2 ready set too
+    inflight: np.ndarray  # the instruction the engine runs, or -1
+    last_end: np.ndarray  # end of the previous data-path instruction of the engine (-1: none yet)
+    last_dur: np.ndarray  # and its busy time
+    holder: np.ndarray  # the instruction holding each port (0 SBUF, 1 PSUM), or -1
+    # Semaphores, and the history of each: every update in the order applied (hist_ptr: each
+    # semaphore's share), so the value before update i is the value after update i - 1 (0 before the first).
+    sems: np.ndarray
+    hist_fill: np.ndarray
+    hist_after: np.ndarray
+    hist_k: np.ndarray
+    mono: np.ndarray  # only increments so far
+    completed: np.ndarray  # instructions whose updates are still to apply
+    # The DMA queues (qi = DMA engine x queues per engine + queue): first-in-first-out runs of slots
+    # (fifo_k: the dma_copy, fifo_row: its piece's row of the piece table); each queue owns as many
+    # slots as it has pieces in the whole program, from its first q_head, and q_head..q_tail are queued.
+    q_head: np.ndarray
+    q_tail: np.ndarray
+    q_ready: np.ndarray  # when the head piece of a queue is eligible
+    fifo_k: np.ndarray
+    fifo_row: np.ndarray
+    qbits: np.ndarray  # each DMA engine's non-empty queues (bitsets of 64-bit words)
+    moving: np.ndarray  # DMA engines that move a piece (bitset)
+    queued: np.ndarray  # DMA engines with queued pieces (bitset)
+    n_queued_de: np.ndarray
+    rr: np.ndarray  # the queue each DMA engine served last
+    wake: np.ndarray  # the earliest a queued piece of the DMA engine is eligible
+    a_k: np.ndarray  # per DMA engine, the piece it moves: its dma_copy, its number h, its row
+    a_h: np.ndarray
+    a_row: np.ndarray
+    a_rem: np.ndarray  # its bytes left
+    a_rate: np.ndarray  # bytes per tick since a_upd
+    a_upd: np.ndarray
+    a_end: np.ndarray  # when it finishes at that rate
+    a_hbm: np.ndarray  # HBM bytes per byte moved
+    order: np.ndarray  # scratch: the DMA engines moving HBM bytes, by cap
+
+    @classmethod
+    def of(cls, first: np.ndarray, flat: _Flat, hist_ptr: np.ndarray, n_dma: int, n_queues: int) -> _State:
+        n_eng, m = len(first) - 1, int(flat.piece_ptr[-1])
+        n_sems = len(hist_ptr) - 1
+        # Each queue's pieces in the whole program: the uses of each body times its rows per queue.
+        table = flat.piece_table
+        uses = np.bincount(flat.body, minlength=len(flat.costs))
+        per_row = np.repeat(uses, np.diff(flat.body_piece_ptr))
+        q_ptr = np.zeros(n_dma * n_queues + 1, np.int64)
+        np.add.at(q_ptr, table[:, 0] * n_queues + table[:, 1] + 1, per_row)
+        q_ptr = np.cumsum(q_ptr)
+        index = np.int32 if max(len(flat.body), len(table)) < 2**31 else np.int64
+        qwords, dwords = (n_queues + 63) // 64, (n_dma + 63) // 64
+        i64 = np.int64
+        return cls(
+            pc=first[:-1].astype(i64), head=np.zeros(n_eng, i64), inflight=np.full(n_eng, -1, i64),
+            last_end=np.full(n_eng, -1, i64), last_dur=np.zeros(n_eng, i64), holder=np.full(2, -1, i64),
+            sems=np.zeros(n_sems, i64), hist_fill=np.zeros(n_sems, i64), hist_after=np.empty(hist_ptr[-1], i64),
+            hist_k=np.empty(hist_ptr[-1], i64), mono=np.ones(n_sems, np.bool_),
+            completed=np.empty(n_eng + n_dma + 1, i64),
+            q_head=q_ptr[:-1].copy(), q_tail=q_ptr[:-1].copy(), q_ready=np.zeros(n_dma * n_queues, i64),
+            fifo_k=np.empty(m, index), fifo_row=np.empty(m, index), qbits=np.zeros(n_dma * qwords, np.uint64),
+            moving=np.zeros(dwords, np.uint64), queued=np.zeros(dwords, np.uint64), n_queued_de=np.zeros(n_dma, i64),
+            rr=np.full(n_dma, n_queues - 1, i64), wake=np.full(n_dma, _INF, i64), a_k=np.zeros(n_dma, i64),
+            a_h=np.zeros(n_dma, i64), a_row=np.zeros(n_dma, i64), a_rem=np.zeros(n_dma, np.float64),
+            a_rate=np.zeros(n_dma, np.float64), a_upd=np.zeros(n_dma, i64), a_end=np.zeros(n_dma, i64),
+            a_hbm=np.zeros(n_dma, np.float64), order=np.empty(n_dma, i64))
 
 
 def _check_semaphores(prog: Program, flat: _Flat, config: Config) -> None:
