@@ -28,20 +28,23 @@ explanation does.
 Programs assembled with `.sync auto` have no races (the assembler orders every such pair); the
 check is for `.sync manual` programs and for objects built by other tools.
 
-Speed. Vector clocks (one column per stream that accesses memory) are propagated once over the
-happens-before graph in topological order (numba). Then, for each ordered pair of streams (s, t),
-the accesses of t that are unordered with an access b of s and come before it in time form a window
-of t's program order whose two ends only move forward as b advances. Footprints that cannot
-conflict with any of the other stream's (their spans meet none of a conflicting kind) are left out;
-a small window is searched access by access, a large one through max-segment-trees over t's
-footprints sorted by address (one of all footprints, one of writes), which the window's accesses
-enter only when a query needs them. The work is O(streams x footprints x log footprints) plus the
-pairs found; candidate pairs (spans overlap) are confirmed exactly in Python, once per distinct
-(access pattern, access pattern, offset difference). The graph and the footprint tables are built
-by numba kernels (edges, counting sorts, a hash table of distinct footprints): on
-tools/bench_timing.py's tiled matmul the whole check takes 0.1-0.14 s of CPU at 303 168
-instructions and 0.4 s at 1 000 544 (--million), of which building the graph 0.23 s (2.9 s with
-numpy's sorts).
+Speed. No graph is built. The happens-before relation is program order along chains (each engine's
+instructions, each DMA stream's transfers) plus, for each node, a few predecessors on other chains: a
+transfer's issue; a wait's releaser and the updates it acquires, which are found by searching each
+(semaphore, chain)'s updates (a chain's knowledge only grows, so the last update acquired stands for
+all the earlier ones of its chain). Vector clocks (one column per stream that accesses memory) are
+computed in one numba pass that walks the chains depth-first, each node once (`_clocks`). Then, for
+each ordered pair of streams (s, t), the accesses of t that are unordered with an access b of s and
+come before it in time form a window of t's program order whose two ends only move forward as b
+advances. Footprints that cannot conflict with any of the other stream's (their spans meet none of a
+conflicting kind) are left out; a small window is searched access by access, a large one through
+max-segment-trees over t's footprints sorted by address (one of all footprints, one of writes),
+built when a window first needs them, which the window's accesses enter only when a query needs
+them. The work is O(streams x footprints x log footprints) plus the pairs found; candidate pairs
+(spans overlap) are confirmed exactly in Python, once per distinct (access pattern, access pattern,
+offset difference). Everything before that reads the timing result's columns in place, with int32
+indices: on tools/bench_pipeline.py's 10^6-instruction program the check holds about 100 bytes per
+instruction at its peak (750 when it built the graph's edges, 7.5 million of them, and sorted them).
 A search that hits its caps (HITS_PER_ACCESS, MAX_CANDIDATES) says so: `RaceReport.complete` is
 False.
 """
@@ -193,13 +196,11 @@ def find_races(result: TimingResult, limit: int = 20) -> RaceReport:
     g = _Graph(result)
     if g.n_cols < 2:
         return RaceReport((), 0, True)
-    clocks = _clocks(g.n_nodes, g.succ_ptr, g.succ, g.indeg, g.node_col, g.node_pos, g.n_cols)
-    if clocks[1] < g.n_nodes:  # the graph follows time, so it cannot have a cycle
-        raise AssertionError("ncsim bug: the happens-before graph of a timed run has a cycle")
-    cand, truncated = _sweep(clocks[0], g.acc_ptr, g.acc_k, g.acc_node, g.acc_key, g.fp_ptr, g.row_lo, g.row_hi,
-                             g.row_write, g.row_part, g.row_parts, g.row_mem, g.col_rows_ptr, g.col_rows,
-                             g.col_rows_lo, g.slot_of_row, g.dist, g.d_lo, g.d_hi, g.d_write, g.d_ptr,
-                             LINEAR_WINDOW, HITS_PER_ACCESS, MAX_CANDIDATES)
+    r = result
+    clock = g.clocks()
+    cand, truncated = _sweep(clock, g.acc_ptr, g.acc_k, g.acc_node, g.acc_key, r.fp_ptr, r.fp_memory, r.fp_lo,
+                             r.fp_hi, r.fp_access, r.fp_partition, r.fp_partitions, g.dist, g.d_lo, g.d_hi,
+                             g.d_write, g.d_ptr, LINEAR_WINDOW, HITS_PER_ACCESS, MAX_CANDIDATES)
     a_k, a_row, b_k, b_row = cand.T
     exact = _Exact(result).check(a_k, a_row, b_k, b_row)
     a_k, a_row, b_k, b_row = a_k[exact], a_row[exact], b_k[exact], b_row[exact]
@@ -214,7 +215,7 @@ def find_races(result: TimingResult, limit: int = 20) -> RaceReport:
     races = []
     for i in order:
         sides = [(int(a_k[i]), int(a_row[i])), (int(b_k[i]), int(b_row[i]))]
-        sides.sort(key=lambda s: (g.active[s[0]], g.active_end[s[0]], s[0]))
+        sides.sort(key=lambda s: (g.active[s[0]], g.active_end(s[0]), s[0]))
         races.append(_race(result, g, *sides))
     return RaceReport(tuple(races), len(a_k), not truncated)
 
@@ -246,154 +247,78 @@ def _race(result: TimingResult, g: _Graph, a: tuple[int, int], b: tuple[int, int
 
 
 def _access(result: TimingResult, g: _Graph, k: int, row: int) -> Access:
-    return Access(k, ENGINES[int(result.engine[k])], int(result.index[k]), result.mnemonic(k), g.stream_name(k),
+    e = int(np.searchsorted(result.first, k, side="right")) - 1
+    return Access(k, ENGINES[e], k - int(result.first[e]), result.mnemonic(k), g.stream_name(k),
                   bool(result.fp_access[row] & ACCESS_WRITE), result.loc(k), result.ns(int(g.active[k])),
-                  result.ns(int(g.active_end[k])))
+                  result.ns(g.active_end(k)))
 
 
 # --------------------------------------------------------------------------- the happens-before graph
 
 class _Graph:
-    """Nodes: every instruction (for a dma_copy: its issue), every transfer, and two per (semaphore,
-    instant with updates): PRE (the updates the scheduler applies before it checks waits: completions
-    of engine instructions and transfers) and CP (all of them). Edges as the module docstring says."""
+    """The streams, the accesses by stream, and the semaphore updates and waits of a timed run: what
+    the vector clocks (`clocks`, the happens-before relation of the module docstring) and the sweep
+    read. Nothing here is per edge or per node of an explicit graph: program order is implicit in the
+    streams, and a wait's semaphore predecessors are found by searching the updates (see _clocks)."""
 
     def __init__(self, r: TimingResult):
+        self.r = r
         n = r.count
-        is_dma = r.opcode == DMA_COPY
-        dma_k = np.flatnonzero(is_dma)
-        nd = len(dma_k)
-        comp = np.arange(n, dtype=np.int64)  # the node whose completion is the instruction's completion
-        comp[dma_k] = n + np.arange(nd)
-        self.comp = comp
-
-        # Streams: engines 0..4, then each (issuing engine, queue) of a transfer.
-        queue_of_body = np.array([c.transfer.queue if c.transfer is not None else -1 for c in r.body_cost],
+        n_eng = len(r.first) - 1
+        dma_body = np.asarray(r.body_opcode == DMA_COPY, np.bool_).reshape(-1)
+        queue_of_body = np.array([c.transfer.queue if c.transfer is not None else 0 for c in r.body_cost],
                                  np.int64).reshape(-1)
-        queue = queue_of_body[r.body] if n else np.zeros(0, np.int64)
-        stream = r.engine.astype(np.int64)
-        dma_key = r.engine[dma_k].astype(np.int64) * 65536 + queue[dma_k]
-        keys, dma_stream = np.unique(dma_key, return_inverse=True)
-        stream[dma_k] = len(ENGINES) + dma_stream
-        self.stream = stream
-        self.stream_names = list(ENGINES) + [f"dma queue {int(q) % 65536} from {ENGINES[int(q) // 65536]}"
-                                             for q in keys]
-
-        # Active intervals and the time key (monotone along each stream) of every instruction.
-        active = r.start.astype(np.int64).copy()
-        active_end = r.end.astype(np.int64).copy()
-        if nd:
-            counts = np.diff(r.piece_ptr)[dma_k]
-            has = counts > 0
-            firsts = np.full(nd, 0, np.int64)
-            if r.pieces:
-                firsts[has] = np.minimum.reduceat(r.piece_start, r.piece_ptr[dma_k][has])
-            active[dma_k[has]] = firsts[has]
-            active_end[dma_k] = r.done[dma_k]
-        self.active, self.active_end = active, active_end
-
-        # Accesses: instructions with footprints; one clock column per stream that has any.
-        fp_count = np.diff(r.fp_ptr)
-        acc = np.flatnonzero(fp_count > 0)
-        used = np.flatnonzero(np.bincount(stream[acc], minlength=len(self.stream_names)))
-        col_of_stream = np.full(len(self.stream_names), -1, np.int64)
-        col_of_stream[used] = np.arange(len(used))
-        self.n_cols = len(used)
-        n_nodes_base = n + nd
-
-        # Semaphores: the (semaphore, instant) checkpoints of the updates.
-        u_k = np.repeat(np.arange(n, dtype=np.int64), np.diff(r.signal_ptr))
-        tmax = int(r.total_ticks) + 1
-        if tmax >= 1 << 54:
-            raise SimError(f"the run is too long ({r.total_ticks} ticks) to check for races")
-        u_key = r.signal_sem.astype(np.int64) * tmax + r.done[u_k].astype(np.int64)
-        gkey, u_group = np.unique(u_key, return_inverse=True)
-        ng = len(gkey)
-        chain = (gkey[1:] // tmax) == (gkey[:-1] // tmax)  # group g + 1 is the same semaphore's next
-        # The checkpoint each wait that held because of updates acquires (see the module docstring):
-        # the last group of its semaphore at or before its ready time (PRE if at it, else CP).
-        e_w = r.edge_wait.astype(np.int64)
-        want = r.edge_sem.astype(np.int64) * tmax + r.ready[e_w].astype(np.int64)
-        below = np.searchsorted(gkey, want, side="right")
-        g = np.maximum(below - 1, 0)
-        ok = (below > 0) & (gkey[g] // tmax == r.edge_sem) if ng else np.zeros(len(e_w), bool)
-        at = n_nodes_base + 2 * g + (gkey[g] != want) if ng else g
-        self.n_nodes = n_nodes_base + 2 * ng
-        src, dst = _edges(r.first, comp, dma_k, dma_stream, r.signal_ptr, u_group.reshape(-1).astype(np.int64),
-                          r.end > r.start, is_dma, n_nodes_base, chain, r.edge_signal.astype(np.int64), e_w, at, ok)
-        self.succ_ptr, self.succ, self.indeg = _csr(src, dst, self.n_nodes)
-        self.node_col = np.full(self.n_nodes, -1, np.int64)
-        self.node_pos = np.full(self.n_nodes, -1, np.int64)
-        self.node_col[comp[acc]] = col_of_stream[stream[acc]]
-        self.node_pos[comp[acc]] = acc
-
-        # Accesses by column, in program order, with their time keys made monotone along the stream.
-        acc_col = col_of_stream[stream[acc]]
-        order = _counting_order(acc_col, self.n_cols)  # acc is in program order already
-        acc = acc[order]
-        acc_col = acc_col[order]
-        self.acc_k = acc
-        self.acc_node = comp[acc]
-        key = active[acc]
-        self.acc_ptr = np.searchsorted(acc_col, np.arange(self.n_cols + 1)).astype(np.int64)
-        for c in range(self.n_cols):
-            lo, hi = self.acc_ptr[c], self.acc_ptr[c + 1]
-            key[lo:hi] = np.maximum.accumulate(key[lo:hi])
-        self.acc_key = key
-
-        # Footprint rows: addresses on one line, write flags; per column, its rows sorted by address.
-        self.fp_ptr = np.asarray(r.fp_ptr, np.int64)
-        mem, self.row_lo, self.row_hi = _addresses(r.fp_memory, r.fp_lo, r.fp_hi)
-        self.row_mem = mem
-        self.row_write = (r.fp_access & ACCESS_WRITE) != 0
-        self.row_part = np.asarray(r.fp_partition, np.int64)
-        self.row_parts = np.asarray(r.fp_partitions, np.int64)
-        # Distinct footprints (address range and write flag) of each column: a tiled program touches
-        # few, so which of them could conflict with another stream is quick to find. They are found
-        # by hashing and sorted by (column, lo, hi, write); the rows, in order of column and program,
-        # then sorted by their distinct footprint (a stable counting sort): 0.1 s where a lexsort of
-        # every row took 1.5 s on tools/bench_timing.py --million.
-        rows_per_acc = fp_count[acc]
-        rows = _rows_of(acc, self.fp_ptr, int(rows_per_acc.sum()))
-        row_col = np.repeat(acc_col, rows_per_acc)
-        local, k_col, k_lo, k_hi, k_w = _distinct(rows, row_col, self.row_lo, self.row_hi, self.row_write)
+        n_queues = int(queue_of_body.max()) + 1 if len(queue_of_body) else 1
+        self.dma_i, self.dma_k, self.d_stream, self.d_spos, self.s_ptr, keys = _dmas(
+            r.first, r.body, dma_body, queue_of_body, n_queues)
+        self.n_streams = n_eng + len(keys)
+        # Streams: engines 0..4, then each (issuing engine, queue) of a transfer.
+        self.stream_names = list(ENGINES) + [f"dma queue {int(x) % n_queues} from {ENGINES[int(x) // n_queues]}"
+                                             for x in keys]
+        # Accesses (instructions with footprints) by stream, one clock column per stream that has any,
+        # with their active times and time keys (made monotone along the stream).
+        self.active, col_of_stream, self.acc_ptr, self.acc_k, self.acc_node, self.acc_key = _accesses(
+            r.first, r.fp_ptr, self.dma_i, self.d_stream, self.n_streams, r.start, r.piece_ptr, r.piece_start)
+        self.col_of_stream = col_of_stream
+        self.n_cols = len(self.acc_ptr) - 1
+        self.n = n
+        if self.n_cols < 2:
+            return
+        # Distinct footprints (column, address range, write) by hashing: a tiled program touches few,
+        # so which of them could conflict with another stream is quick to find. Sorted by (column, lo,
+        # hi, write); dist[row] is the rank of a row's.
+        self.dist, k_col, k_lo, k_hi, k_w = _distinct(self.acc_ptr, self.acc_k, r.fp_ptr, r.fp_memory, r.fp_lo,
+                                                      r.fp_hi, r.fp_access)
         d_order = np.lexsort((k_w, k_hi, k_lo, k_col))
-        rank = np.empty(len(k_col), np.int64)
-        rank[d_order] = np.arange(len(k_col))
-        self.col_rows_ptr = np.searchsorted(row_col, np.arange(self.n_cols + 1)).astype(np.int64)
-        self.col_rows, self.col_rows_lo, self.dist, self.slot_of_row = _by_footprint(
-            rows, rank[local], len(k_col), len(mem), self.col_rows_ptr, row_col, self.row_lo)
+        rank = np.empty(len(k_col), np.int32)
+        rank[d_order] = np.arange(len(k_col), dtype=np.int32)
+        _remap(self.dist, rank)
         self.d_lo, self.d_hi, self.d_write = k_lo[d_order], k_hi[d_order], k_w[d_order]
         self.d_ptr = np.searchsorted(k_col[d_order], np.arange(self.n_cols + 1)).astype(np.int64)
 
+    def clocks(self) -> np.ndarray:
+        """clock[v, c] for every node v (instruction k, or n + i for the transfer of the i-th
+        dma_copy): the last instruction of column c's stream known complete before v begins, -1 if none."""
+        r = self.r
+        tmax = int(r.total_ticks) + 1
+        if tmax >= 1 << 54:
+            raise SimError(f"the run is too long ({r.total_ticks} ticks) to check for races")
+        clock, ok = _clocks(r.first, self.dma_i, self.dma_k, self.d_stream, self.d_spos, self.s_ptr, r.fp_ptr,
+                            self.col_of_stream, self.n_cols, r.start, r.end, r.done, r.ready, r.signal_ptr,
+                            r.signal_sem, r.edge_signal, r.edge_wait, r.edge_sem)
+        if not ok:  # the graph follows time, so it cannot have a cycle
+            raise AssertionError("ncsim bug: the happens-before graph of a timed run has a cycle")
+        return clock
+
     def stream_name(self, k: int) -> str:
-        return self.stream_names[int(self.stream[k])]
+        i = int(self.dma_i[k])
+        if i < 0:
+            return ENGINES[int(np.searchsorted(self.r.first, k, side="right")) - 1]
+        return self.stream_names[len(ENGINES) + int(self.d_stream[i])]
 
-
-@numba.njit(cache=True)
-def _addresses(fp_memory, fp_lo, fp_hi):
-    """(memory, lo, hi) of each footprint row, lo and hi on one address line for the three
-    memories: memory << _ADDR_SHIFT | the byte, clipped to 0.._BYTE_MAX."""
-    m = fp_memory.shape[0]
-    mem = np.empty(m, np.int64)
-    lo = np.empty(m, np.int64)
-    hi = np.empty(m, np.int64)
-    for i in range(m):
-        mem[i] = fp_memory[i]
-        lo[i] = (mem[i] << _ADDR_SHIFT) | min(max(fp_lo[i], 0), _BYTE_MAX)
-        hi[i] = (mem[i] << _ADDR_SHIFT) | min(max(fp_hi[i], 0), _BYTE_MAX)
-    return mem, lo, hi
-
-
-@numba.njit(cache=True)
-def _rows_of(acc, fp_ptr, total):
-    out = np.empty(total, np.int64)
-    i = 0
-    for k in acc:
-        for row in range(fp_ptr[k], fp_ptr[k + 1]):
-            out[i] = row
-            i += 1
-    return out
+    def active_end(self, k: int) -> int:
+        """When instruction k's accesses end: its end, for a dma_copy its transfer's last piece's."""
+        return int(self.r.done[k] if self.dma_i[k] >= 0 else self.r.end[k])
 
 
 # --------------------------------------------------------------------------- numba kernels
@@ -414,172 +339,387 @@ def _counting_order(keys, n_keys):
 
 
 @numba.njit(cache=True)
-def _edges(first, comp, dma_k, dma_stream, signal_ptr, u_group, busy, is_dma, pre0, chain, e_r, e_w, at, ok):
-    """The happens-before edges (src, dst) of _Graph: program order, transfers, semaphore checkpoints
-    (PRE of group g is node pre0 + 2 g, CP the next) and waits."""
-    n = comp.shape[0]
-    ng = chain.shape[0] + 1 if signal_ptr[n] > 0 else 0
-    cap = n + 2 * dma_k.shape[0] + 2 * signal_ptr[n] + 2 * ng + 2 * e_w.shape[0]
-    src = np.empty(cap, np.int64)
-    dst = np.empty(cap, np.int64)
-    m = 0
-    for e in range(first.shape[0] - 1):  # program order of each engine
-        for k in range(first[e], first[e + 1] - 1):
-            src[m], dst[m] = k, k + 1
-            m += 1
-    last = np.full(dma_stream.max() + 1 if dma_k.shape[0] else 0, -1, np.int64)
-    for i in range(dma_k.shape[0]):  # each transfer after its issue, and after the one before on its stream
-        k = dma_k[i]
-        src[m], dst[m] = k, comp[k]
-        m += 1
-        if last[dma_stream[i]] >= 0:
-            src[m], dst[m] = comp[last[dma_stream[i]]], comp[k]
-            m += 1
-        last[dma_stream[i]] = k
-    for k in range(n):  # every update into its checkpoint: CP, and PRE if applied before waits are checked
-        for j in range(signal_ptr[k], signal_ptr[k + 1]):
-            pre = pre0 + 2 * u_group[j]
-            src[m], dst[m] = comp[k], pre + 1
-            m += 1
-            if is_dma[k] or busy[k]:
-                src[m], dst[m] = comp[k], pre
-                m += 1
-    for g in range(ng):
-        src[m], dst[m] = pre0 + 2 * g, pre0 + 2 * g + 1
-        m += 1
-        if g + 1 < ng and chain[g]:
-            src[m], dst[m] = pre0 + 2 * g + 1, pre0 + 2 * g + 2
-            m += 1
-    for i in range(e_w.shape[0]):  # each wait after its releaser, and after the checkpoint it acquires
-        src[m], dst[m] = comp[e_r[i]], e_w[i]
-        m += 1
-        if ok[i]:
-            src[m], dst[m] = at[i], e_w[i]
-            m += 1
-    return src[:m], dst[:m]
-
-
-@numba.njit(cache=True)
-def _csr(src, dst, n_nodes):
-    """(succ_ptr, succ, indeg) of the edges src -> dst."""
-    succ_ptr = np.zeros(n_nodes + 1, np.int64)
-    indeg = np.zeros(n_nodes, np.int64)
-    for i in range(src.shape[0]):
-        succ_ptr[src[i] + 1] += 1
-        indeg[dst[i]] += 1
-    for v in range(n_nodes):
-        succ_ptr[v + 1] += succ_ptr[v]
-    fill = succ_ptr[:-1].copy()
-    succ = np.empty(src.shape[0], np.int64)
-    for i in range(src.shape[0]):
-        succ[fill[src[i]]] = dst[i]
-        fill[src[i]] += 1
-    return succ_ptr, succ, indeg
-
-
-@numba.njit(cache=True)
-def _distinct(rows, row_col, row_lo, row_hi, row_write):
-    """The distinct (column, lo, hi, write) of footprint rows `rows` (row_col[i] is the column of
-    rows[i]), by an open-addressing hash table: (local, col, lo, hi, write) with local[i] the
-    distinct footprint of rows[i], numbered in order of first appearance."""
-    m = rows.shape[0]
-    local = np.empty(m, np.int64)
-    k_col = np.empty(m, np.int64)
-    k_lo = np.empty(m, np.int64)
-    k_hi = np.empty(m, np.int64)
-    k_w = np.empty(m, np.bool_)
-    k_hash = np.empty(m, np.uint64)
+def _dmas(first, body, dma_body, queue_of_body, n_queues):
+    """The dma_copy instructions and their DMA streams: dma_i[k] (the dma_copy's number i in program
+    order, -1 for other instructions), dma_k[i], d_stream[i] (its stream among the DMA streams,
+    numbered in order of (issuing engine, queue)), d_spos[i] (its place in that stream), s_ptr (the
+    count of each stream, cumulated) and the streams' keys (engine * n_queues + queue)."""
+    n_eng = first.shape[0] - 1
+    n = first[n_eng]
+    dma_i = np.full(n, -1, np.int32)
+    used = np.zeros(n_eng * n_queues, np.bool_)
     nd = 0
-    size = 1024
-    table = np.full(size, -1, np.int64)
-    for i in range(m):
-        row = rows[i]
-        c, lo, hi, w = row_col[i], row_lo[row], row_hi[row], row_write[row]
-        h = np.uint64(c) * np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(lo)
-        h = (h ^ (h >> np.uint64(31))) * np.uint64(0xBF58476D1CE4E5B9) ^ np.uint64(hi)
-        h = (h ^ (h >> np.uint64(29))) * np.uint64(0x94D049BB133111EB) ^ np.uint64(w)
-        h ^= h >> np.uint64(32)
-        slot = np.int64(h & np.uint64(size - 1))
-        while True:
-            d = table[slot]
-            if d < 0:
-                table[slot] = nd
-                k_col[nd], k_lo[nd], k_hi[nd], k_w[nd], k_hash[nd] = c, lo, hi, w, h
-                local[i] = nd
+    for e in range(n_eng):
+        for k in range(first[e], first[e + 1]):
+            b = body[k]
+            if dma_body[b]:
+                dma_i[k] = nd
                 nd += 1
-                if 2 * nd > size:  # keep the table at most half full
-                    size *= 2
-                    table = np.full(size, -1, np.int64)
-                    for j in range(nd):
-                        s2 = np.int64(k_hash[j] & np.uint64(size - 1))
-                        while table[s2] >= 0:
-                            s2 = (s2 + 1) & (size - 1)
-                        table[s2] = j
-                break
-            if k_hash[d] == h and k_col[d] == c and k_lo[d] == lo and k_hi[d] == hi and k_w[d] == w:
-                local[i] = d
-                break
-            slot = (slot + 1) & (size - 1)
-    return local, k_col[:nd], k_lo[:nd], k_hi[:nd], k_w[:nd]
+                used[e * n_queues + queue_of_body[b]] = True
+    sid = np.full(n_eng * n_queues, -1, np.int64)
+    n_s = 0
+    for x in range(n_eng * n_queues):
+        if used[x]:
+            sid[x] = n_s
+            n_s += 1
+    keys = np.empty(n_s, np.int64)
+    for x in range(n_eng * n_queues):
+        if used[x]:
+            keys[sid[x]] = x
+    dma_k = np.empty(nd, np.int32)
+    d_stream = np.empty(nd, np.int32)
+    d_spos = np.empty(nd, np.int32)
+    s_ptr = np.zeros(n_s + 1, np.int64)
+    i = 0
+    for e in range(n_eng):
+        for k in range(first[e], first[e + 1]):
+            if dma_i[k] >= 0:
+                s = sid[e * n_queues + queue_of_body[body[k]]]
+                dma_k[i] = k
+                d_stream[i] = s
+                d_spos[i] = s_ptr[s + 1]
+                s_ptr[s + 1] += 1
+                i += 1
+    for s in range(n_s):
+        s_ptr[s + 1] += s_ptr[s]
+    return dma_i, dma_k, d_stream, d_spos, s_ptr, keys
 
 
 @numba.njit(cache=True)
-def _by_footprint(rows, rank, n_dist, n_rows, col_ptr, row_col, row_lo):
-    """Rows `rows` (every footprint row: each belongs to an access) sorted by the rank of their
-    distinct footprint, stably (col_rows, and their row_lo); each row's rank (dist) and its place
-    among its column's sorted rows (slot_of_row). A counting sort that visits the rows in their order
-    and scatters only the sorted arrays: scattering dist and slot_of_row as well, in sorted order,
-    took 0.13 s of cache misses at 2.9 M rows."""
-    start = np.zeros(n_dist + 1, np.int64)
-    for x in rank:
-        start[x + 1] += 1
-    for i in range(n_dist):
-        start[i + 1] += start[i]
-    col_rows = np.empty(rows.shape[0], np.int64)
-    col_rows_lo = np.empty(rows.shape[0], np.int64)
-    dist = np.empty(n_rows, np.int64)
-    slot_of_row = np.empty(n_rows, np.int64)
-    for i in range(rows.shape[0]):
-        row = rows[i]
-        at = start[rank[i]]
-        start[rank[i]] += 1
-        col_rows[at] = row
-        col_rows_lo[at] = row_lo[row]
-        dist[row] = rank[i]
-        slot_of_row[row] = at - col_ptr[row_col[i]]
-    return col_rows, col_rows_lo, dist, slot_of_row
+def _accesses(first, fp_ptr, dma_i, d_stream, n_streams, start, piece_ptr, piece_start):
+    """(active, col_of_stream, acc_ptr, acc_k, acc_node, acc_key): active[k] is when instruction k's
+    accesses begin (its start; for a dma_copy with pieces its transfer's earliest piece start); the
+    accesses (instructions with footprint rows) by column (the streams that have any, in stream
+    order), in program order: acc_k, acc_node (k, or n + i for the transfer of the i-th dma_copy) and
+    acc_key (active, made monotone along the column)."""
+    n_eng = first.shape[0] - 1
+    n = first[n_eng]
+    active = np.empty(n, np.int64)
+    count = np.zeros(n_streams, np.int64)
+    for e in range(n_eng):
+        for k in range(first[e], first[e + 1]):
+            i = dma_i[k]
+            a = start[k]
+            if i >= 0 and piece_ptr[k + 1] > piece_ptr[k]:
+                a = piece_start[piece_ptr[k]]
+                for p in range(piece_ptr[k] + 1, piece_ptr[k + 1]):
+                    a = min(a, piece_start[p])
+            active[k] = a
+            if fp_ptr[k + 1] > fp_ptr[k]:
+                count[e if i < 0 else n_eng + d_stream[i]] += 1
+    col_of_stream = np.full(n_streams, -1, np.int64)
+    n_cols = 0
+    for s in range(n_streams):
+        if count[s] > 0:
+            col_of_stream[s] = n_cols
+            n_cols += 1
+    acc_ptr = np.zeros(n_cols + 1, np.int64)
+    for s in range(n_streams):
+        if count[s] > 0:
+            acc_ptr[col_of_stream[s] + 1] = count[s]
+    for c in range(n_cols):
+        acc_ptr[c + 1] += acc_ptr[c]
+    m = acc_ptr[n_cols]
+    acc_k = np.empty(m, np.int32)
+    acc_node = np.empty(m, np.int32)
+    acc_key = np.empty(m, np.int64)
+    fill = acc_ptr[:n_cols].copy()
+    for e in range(n_eng):
+        for k in range(first[e], first[e + 1]):
+            if fp_ptr[k + 1] > fp_ptr[k]:
+                i = dma_i[k]
+                c = col_of_stream[e if i < 0 else n_eng + d_stream[i]]
+                at = fill[c]
+                fill[c] += 1
+                acc_k[at] = k
+                acc_node[at] = k if i < 0 else n + i
+                acc_key[at] = active[k] if at == acc_ptr[c] else max(active[k], acc_key[at - 1])
+    return active, col_of_stream, acc_ptr, acc_k, acc_node, acc_key
+
+
+@numba.njit(inline="always")
+def _addr(memory, byte):
+    """A byte of one of the three memories on one address line: memory << _ADDR_SHIFT | the byte,
+    clipped to 0.._BYTE_MAX."""
+    return (np.int64(memory) << _ADDR_SHIFT) | min(max(np.int64(byte), 0), _BYTE_MAX)
 
 
 @numba.njit(cache=True)
-def _clocks(n_nodes, succ_ptr, succ, indeg, node_col, node_pos, n_cols):
-    """Vector clocks in topological order (Kahn): clock[v, c] is the last position (instruction k) of
-    column c's stream known complete before node v begins, -1 if none. Returns (clock, nodes done).
-    int32 (an instruction position is below 2**31: the object of so many would be over 16 GB): the pass
-    is bound by the memory traffic of this n_nodes x n_cols matrix, halved (0.13 -> 0.06 s at 10^6)."""
-    clock = np.full((n_nodes, n_cols), -1, np.int32)
-    deg = indeg.copy()
-    queue = np.empty(n_nodes, np.int64)
-    head = 0
-    tail = 0
-    for v in range(n_nodes):
-        if deg[v] == 0:
-            queue[tail] = v
-            tail += 1
-    while head < tail:
-        v = queue[head]
-        head += 1
-        c = node_col[v]
-        for i in range(succ_ptr[v], succ_ptr[v + 1]):
-            w = succ[i]
+def _distinct(acc_ptr, acc_k, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access):
+    """The distinct (column, lo, hi, write) of the accesses' footprint rows, lo and hi on one address
+    line (_addr), by an open-addressing hash table: (local, col, lo, hi, write) with local[row] the
+    distinct footprint of each row, numbered in order of first appearance (-1 for a row of no access,
+    which cannot be)."""
+    m = fp_memory.shape[0]
+    local = np.full(m, -1, np.int32)
+    cap = 1024
+    k_col = np.empty(cap, np.int64)
+    k_lo = np.empty(cap, np.int64)
+    k_hi = np.empty(cap, np.int64)
+    k_w = np.empty(cap, np.bool_)
+    k_hash = np.empty(cap, np.uint64)
+    nd = 0
+    size = 2048
+    table = np.full(size, -1, np.int64)
+    for c in range(acc_ptr.shape[0] - 1):
+        for a in range(acc_ptr[c], acc_ptr[c + 1]):
+            k = acc_k[a]
+            for row in range(fp_ptr[k], fp_ptr[k + 1]):
+                lo = _addr(fp_memory[row], fp_lo[row])
+                hi = _addr(fp_memory[row], fp_hi[row])
+                w = (fp_access[row] & ACCESS_WRITE) != 0
+                h = np.uint64(c) * np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(lo)
+                h = (h ^ (h >> np.uint64(31))) * np.uint64(0xBF58476D1CE4E5B9) ^ np.uint64(hi)
+                h = (h ^ (h >> np.uint64(29))) * np.uint64(0x94D049BB133111EB) ^ np.uint64(w)
+                h ^= h >> np.uint64(32)
+                slot = np.int64(h & np.uint64(size - 1))
+                while True:
+                    d = table[slot]
+                    if d < 0:
+                        if nd == cap:
+                            cap *= 2
+                            k_col = _grown(k_col, cap)
+                            k_lo = _grown(k_lo, cap)
+                            k_hi = _grown(k_hi, cap)
+                            k_w = _grown(k_w, cap)
+                            k_hash = _grown(k_hash, cap)
+                        table[slot] = nd
+                        k_col[nd], k_lo[nd], k_hi[nd], k_w[nd], k_hash[nd] = c, lo, hi, w, h
+                        local[row] = nd
+                        nd += 1
+                        if 2 * nd > size:  # keep the table at most half full
+                            size *= 2
+                            table = np.full(size, -1, np.int64)
+                            for j in range(nd):
+                                s2 = np.int64(k_hash[j] & np.uint64(size - 1))
+                                while table[s2] >= 0:
+                                    s2 = (s2 + 1) & (size - 1)
+                                table[s2] = j
+                        break
+                    if k_hash[d] == h and k_col[d] == c and k_lo[d] == lo and k_hi[d] == hi and k_w[d] == w:
+                        local[row] = d
+                        break
+                    slot = (slot + 1) & (size - 1)
+    return local, k_col[:nd].copy(), k_lo[:nd].copy(), k_hi[:nd].copy(), k_w[:nd].copy()
+
+
+@numba.njit(inline="always")
+def _grown(a, cap):
+    out = np.empty(cap, a.dtype)
+    out[:a.shape[0]] = a
+    return out
+
+
+@numba.njit(cache=True)
+def _remap(dist, rank):
+    """dist[row] = rank[dist[row]], in place."""
+    for i in range(dist.shape[0]):
+        if dist[i] >= 0:
+            dist[i] = rank[dist[i]]
+
+
+@numba.njit(inline="always")
+def _where(node, n, first, d_stream, d_spos):
+    """(chain, place in it) of a node: an instruction k is place k of its engine's chain (whose
+    places start at first[e]); the transfer of the i-th dma_copy is place d_spos[i] of its DMA
+    stream's chain (n_eng + d_stream[i])."""
+    n_eng = first.shape[0] - 1
+    if node >= n:
+        i = node - n
+        return n_eng + d_stream[i], np.int64(d_spos[i])
+    e = 0
+    while node >= first[e + 1]:
+        e += 1
+    return e, np.int64(node)
+
+
+@numba.njit(cache=True)
+def _clocks(first, dma_i, dma_k, d_stream, d_spos, s_ptr, fp_ptr, col_of_stream, n_cols, start, end, done, ready,
+            signal_ptr, signal_sem, edge_signal, edge_wait, edge_sem):
+    """Vector clocks over the happens-before relation of the module docstring: clock[v, c] is the last
+    instruction of column c's stream known complete once node v is complete (nodes: k for instruction
+    k, for a dma_copy its issue; n + i for the transfer of the i-th dma_copy), -1 if none. For another
+    column than v's own that is also what was known when v began, all that the sweep reads. Returns
+    (clock, False if the relation has a cycle).
+
+    No graph is built. The nodes form chains: each engine's instructions (program order), each DMA
+    stream's transfers (queue order). A node's other predecessors are all earlier nodes of other
+    chains: a transfer's issue; for an instruction whose waits held because of updates, each
+    releaser and the updates its wait acquires. Those of semaphore s that a wait ready at T acquires
+    are the updates applied before T, and at T those the scheduler applies before it checks waits
+    (completions of busy engine instructions and of transfers): with key 2 done + (0 if so, else 1),
+    those with key < 2 T + 1. The updates of s by one chain are listed in chain order with the
+    suffix minima of their keys; the last with a suffix minimum below the bound is the last such
+    update, and completing it makes all the earlier ones known (a chain's clocks only grow). A chain
+    is processed from its head as far as it can go; when a node's predecessor lies ahead in another
+    chain, that chain is processed up to it first (a stack of chains: depth-first, each node's clock
+    computed once)."""
+    n_eng = first.shape[0] - 1
+    n = first[n_eng]
+    nd = dma_k.shape[0]
+    n_ch = n_eng + s_ptr.shape[0] - 1
+    # chain -> its nodes: an engine's are first[e]..first[e+1]-1; a DMA stream's are listed.
+    s_list = np.empty(nd, np.int32)
+    for i in range(nd):
+        s_list[s_ptr[d_stream[i]] + d_spos[i]] = i
+    # Semaphore updates by (semaphore, chain), each list in chain order: the node, its key's suffix minimum.
+    n_sems = 1
+    for j in range(signal_sem.shape[0]):
+        n_sems = max(n_sems, signal_sem[j] + 1)
+    for e in range(edge_sem.shape[0]):
+        n_sems = max(n_sems, edge_sem[e] + 1)
+    g_ptr = np.zeros(n_sems * n_ch + 1, np.int64)
+    for e in range(n_eng):
+        for k in range(first[e], first[e + 1]):
+            ch = e if dma_i[k] < 0 else n_eng + d_stream[dma_i[k]]
+            for j in range(signal_ptr[k], signal_ptr[k + 1]):
+                g_ptr[signal_sem[j] * n_ch + ch + 1] += 1
+    for g in range(n_sems * n_ch):
+        g_ptr[g + 1] += g_ptr[g]
+    nu = g_ptr[n_sems * n_ch]
+    g_node = np.empty(nu, np.int32)
+    g_key = np.empty(nu, np.int64)
+    fill = g_ptr[:n_sems * n_ch].copy()
+    for ch in range(n_ch):  # in chain order
+        m = first[ch + 1] - first[ch] if ch < n_eng else s_ptr[ch - n_eng + 1] - s_ptr[ch - n_eng]
+        for p in range(m):
+            if ch < n_eng:
+                k = first[ch] + p
+                if dma_i[k] >= 0:
+                    continue
+                node = k
+            else:
+                i = s_list[s_ptr[ch - n_eng] + p]
+                k = dma_k[i]
+                node = n + i
+            late = 0 if (node >= n or end[k] > start[k]) else 1
+            for j in range(signal_ptr[k], signal_ptr[k + 1]):
+                g = signal_sem[j] * n_ch + ch
+                g_node[fill[g]] = node
+                g_key[fill[g]] = 2 * done[k] + late
+                fill[g] += 1
+    for g in range(n_sems * n_ch):
+        for x in range(g_ptr[g + 1] - 2, g_ptr[g] - 1, -1):
+            g_key[x] = min(g_key[x], g_key[x + 1])
+    # The edges of each waiting instruction, in its order: the releaser's node and the semaphore.
+    w_ptr = np.zeros(n + 1, np.int32)
+    for e in range(edge_wait.shape[0]):
+        w_ptr[edge_wait[e] + 1] += 1
+    most = 0
+    for k in range(n):
+        most = max(most, w_ptr[k + 1])
+        w_ptr[k + 1] += w_ptr[k]
+    w_sig = np.empty(edge_wait.shape[0], np.int32)
+    w_sem = np.empty(edge_wait.shape[0], np.int32)
+    wfill = w_ptr[:n].copy()
+    for e in range(edge_wait.shape[0]):
+        x = wfill[edge_wait[e]]
+        wfill[edge_wait[e]] += 1
+        ks = edge_signal[e]
+        w_sig[x] = ks if dma_i[ks] < 0 else n + dma_i[ks]
+        w_sem[x] = edge_sem[e]
+
+    clock = np.empty((n + nd, n_cols), np.int32)
+    complete = np.zeros(n + nd, np.bool_)
+    cur = np.full((n_ch, n_cols), -1, np.int32)  # what completing each chain's last processed node made known
+    head = np.empty(n_ch, np.int64)
+    stop = np.empty(n_ch, np.int64)
+    for ch in range(n_ch):
+        head[ch] = first[ch] if ch < n_eng else 0
+        stop[ch] = first[ch + 1] if ch < n_eng else s_ptr[ch - n_eng + 1] - s_ptr[ch - n_eng]
+    on_stack = np.zeros(n_ch, np.bool_)
+    st_ch = np.empty(n_ch + 1, np.int64)
+    st_to = np.empty(n_ch + 1, np.int64)
+    # A node's predecessors of other chains; where each waiting chain last found the acquired update of
+    # each (semaphore, chain): the bounds of one waiting chain mostly grow, so the next search gallops
+    # from there.
+    pred = np.empty(most * (n_ch + 1) + 1, np.int64)
+    hint = np.full(n_ch * n_sems * n_ch, -1, np.int64)
+    for c0 in range(n_ch):
+        st_ch[0] = c0
+        st_to[0] = stop[c0]
+        on_stack[c0] = True
+        top = 1
+        while top > 0:
+            c = st_ch[top - 1]
+            if head[c] >= stop[c]:
+                on_stack[c] = False
+                top -= 1
+                continue
+            p = head[c]
+            n_pred = 0
+            if c < n_eng:
+                node = p
+                k = p
+                bound = 2 * ready[k] + 1
+                for x in range(w_ptr[k], w_ptr[k + 1]):
+                    pred[n_pred] = w_sig[x]
+                    n_pred += 1
+                    sem = w_sem[x]
+                    base = sem * n_ch
+                    for uc in range(n_ch):
+                        g0 = g_ptr[base + uc]
+                        g1 = g_ptr[base + uc + 1]
+                        if g0 == g1 or g_key[g0] >= bound:
+                            continue
+                        hx = (c * n_sems + sem) * n_ch + uc
+                        lo = hint[hx]
+                        if lo < g0 or g_key[lo] >= bound:
+                            lo = g0
+                        # the last place with a suffix minimum below the bound: gallop, then bisect
+                        step = 1
+                        while lo + step < g1 and g_key[lo + step] < bound:
+                            lo += step
+                            step *= 2
+                        hi = min(lo + step, g1)
+                        while hi - lo > 1:
+                            mid = (lo + hi) // 2
+                            if g_key[mid] < bound:
+                                lo = mid
+                            else:
+                                hi = mid
+                        hint[hx] = lo
+                        pred[n_pred] = g_node[lo]
+                        n_pred += 1
+            else:
+                i = s_list[s_ptr[c - n_eng] + p]
+                node = n + i
+                k = dma_k[i]
+                pred[0] = k  # its issue
+                n_pred = 1
+            # a predecessor still ahead in its chain: process that chain up to it first
+            need = -1
+            for x in range(n_pred):
+                if not complete[pred[x]]:
+                    need = pred[x]
+                    break
+            if need >= 0:
+                if head[c] >= st_to[top - 1]:  # past what was asked of it: back to the chain that asked
+                    on_stack[c] = False
+                    top -= 1
+                    continue
+                vc, vp = _where(need, n, first, d_stream, d_spos)
+                if on_stack[vc]:
+                    return clock, False
+                on_stack[vc] = True
+                st_ch[top] = vc
+                st_to[top] = vp + 1
+                top += 1
+                continue
+            # every predecessor is complete: what completing this node makes known
             for j in range(n_cols):
-                clock[w, j] = max(clock[w, j], clock[v, j])
-            if c >= 0 and node_pos[v] > clock[w, c]:
-                clock[w, c] = np.int32(node_pos[v])
-            deg[w] -= 1
-            if deg[w] == 0:
-                queue[tail] = w
-                tail += 1
-    return clock, head
+                acc_j = cur[c, j]
+                for x in range(n_pred):
+                    acc_j = max(acc_j, clock[pred[x], j])
+                cur[c, j] = acc_j
+                clock[node, j] = acc_j
+            cc = col_of_stream[c]
+            if cc >= 0 and (c >= n_eng or dma_i[k] < 0) and fp_ptr[k + 1] > fp_ptr[k]:
+                cur[c, cc] = k
+                clock[node, cc] = k
+            complete[node] = True
+            head[c] += 1
+    return clock, True
 
 
 @numba.njit(inline="always")
@@ -595,13 +735,14 @@ def _tree_set(tree, size, slot, value):
 
 
 @numba.njit(cache=True)
-def _sweep(clock, acc_ptr, acc_k, acc_node, acc_key, fp_ptr, row_lo, row_hi, row_write, row_part, row_parts,
-           row_mem, col_rows_ptr, col_rows, col_rows_lo, slot_of_row, dist, d_lo, d_hi, d_write, d_ptr,
-           linear_window, hits_per_access, max_candidates):
+def _sweep(clock, acc_ptr, acc_k, acc_node, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, fp_partition,
+           fp_partitions, dist, d_lo, d_hi, d_write, d_ptr, linear_window, hits_per_access, max_candidates):
     """Candidate races: (a_k, a_row, b_k, b_row) with a on another stream than b, before b in time
     order, neither ordered before the other, their spans overlapping, at least one writing.
-    Returns (the four arrays, truncated)."""
+    Returns (the four arrays, truncated). The trees (and each column's rows sorted by distinct
+    footprint that they stand on) are built when a window first needs them."""
     n_cols = acc_ptr.shape[0] - 1
+    n_rows = fp_memory.shape[0]
     out = np.empty((max_candidates, 4), np.int64)  # (a_k, a_row, b_k, b_row); pages are touched as filled
     n_out = 0
     truncated = False
@@ -622,28 +763,28 @@ def _sweep(clock, acc_ptr, acc_k, acc_node, acc_key, fp_ptr, row_lo, row_hi, row
     # rel[d]: for the pair of columns at hand, distinct footprint d meets one of the other column's
     # that it could conflict with (spans only). Rows of the others never enter a tree or ask one.
     rel = np.zeros(n_dist, np.bool_)
-    biggest = 1
+    col_rows_ptr = np.zeros(n_cols + 1, np.int64)
     for c in range(n_cols):
-        biggest = max(biggest, col_rows_ptr[c + 1] - col_rows_ptr[c])
+        for a in range(acc_ptr[c], acc_ptr[c + 1]):
+            col_rows_ptr[c + 1] += fp_ptr[acc_k[a] + 1] - fp_ptr[acc_k[a]]
+        col_rows_ptr[c + 1] += col_rows_ptr[c]
+    # Built when first needed (a window larger than linear_window).
+    trees = False
     size = 1
-    while size < biggest:
-        size *= 2
-    all_tree = np.full(2 * size, -1, np.int64)
-    write_tree = np.full(2 * size, -1, np.int64)
+    all_tree = np.empty(0, np.int64)
+    write_tree = np.empty(0, np.int64)
+    col_rows = np.empty(0, np.int32)
+    col_rows_lo = np.empty(0, np.int64)
+    slot_of_row = np.empty(0, np.int32)
     stack_node = np.empty(128, np.int64)  # depth-first over the tree: at most 2 per level pending
     stack_lo = np.empty(128, np.int64)
     stack_len = np.empty(128, np.int64)
+    row_k = np.empty(0, np.int32)
+    node_of = np.empty(0, np.int32)
     for t in range(n_cols):
         r0 = col_rows_ptr[t]
         m_t = col_rows_ptr[t + 1] - r0
-        # row -> its instruction, for the rows of column t
-        row_k = np.empty(m_t, np.int64)
-        node_of = np.empty(m_t, np.int64)
-        for i in range(acc_ptr[t], acc_ptr[t + 1]):
-            k = acc_k[i]
-            for row in range(fp_ptr[k], fp_ptr[k + 1]):
-                row_k[slot_of_row[row]] = k
-                node_of[slot_of_row[row]] = acc_node[i]
+        have_rows = False  # row_k and node_of, for column t
         for s in range(n_cols):
             if s == t:
                 continue
@@ -678,7 +819,7 @@ def _sweep(clock, acc_ptr, acc_k, acc_node, acc_key, fp_ptr, row_lo, row_hi, row
                         for row in range(fp_ptr[k], fp_ptr[k + 1]):
                             if rel[dist[row]]:
                                 _tree_set(all_tree, size, slot_of_row[row], -1)
-                                if row_write[row]:
+                                if fp_access[row] & ACCESS_WRITE:
                                     _tree_set(write_tree, size, slot_of_row[row], -1)
                     lo_i += 1
                 ins_i = max(ins_i, lo_i)
@@ -689,14 +830,18 @@ def _sweep(clock, acc_ptr, acc_k, acc_node, acc_key, fp_ptr, row_lo, row_hi, row
                     for rb in range(fp_ptr[kb], fp_ptr[kb + 1]):
                         if not rel[dist[rb]]:
                             continue
+                        wb = (fp_access[rb] & ACCESS_WRITE) != 0
+                        lo_b = _addr(fp_memory[rb], fp_lo[rb])
+                        hi_b = _addr(fp_memory[rb], fp_hi[rb])
                         found = 0
                         for i in range(lo_i, hi_i):
                             k = acc_k[i]
                             for ra in range(fp_ptr[k], fp_ptr[k + 1]):
-                                if (rel[dist[ra]] and (row_write[ra] or row_write[rb]) and row_lo[ra] < row_hi[rb]
-                                        and row_lo[rb] < row_hi[ra] and found < hits_per_access
-                                        and _candidate(ra, rb, kb, acc_node[i], s, clock, row_mem, row_part,
-                                                       row_parts)):
+                                if (rel[dist[ra]] and (wb or (fp_access[ra] & ACCESS_WRITE) != 0)
+                                        and _addr(fp_memory[ra], fp_lo[ra]) < hi_b
+                                        and lo_b < _addr(fp_memory[ra], fp_hi[ra]) and found < hits_per_access
+                                        and _candidate(ra, rb, kb, acc_node[i], s, clock, fp_memory, fp_partition,
+                                                       fp_partitions)):
                                     if n_out == max_candidates:
                                         return out[:n_out], True
                                     out[n_out, 0] = k
@@ -708,25 +853,68 @@ def _sweep(clock, acc_ptr, acc_k, acc_node, acc_key, fp_ptr, row_lo, row_hi, row
                         if found >= hits_per_access:
                             truncated = True
                     continue
+                if not trees:
+                    # Every column's rows sorted by the rank of their distinct footprint, stably (the
+                    # accesses' order): col_rows, their starts, and each row's place among its column's.
+                    trees = True
+                    biggest = 1
+                    for c in range(n_cols):
+                        biggest = max(biggest, col_rows_ptr[c + 1] - col_rows_ptr[c])
+                    while size < biggest:
+                        size *= 2
+                    all_tree = np.full(2 * size, -1, np.int64)
+                    write_tree = np.full(2 * size, -1, np.int64)
+                    start = np.zeros(n_dist + 1, np.int64)
+                    for c in range(n_cols):
+                        for a in range(acc_ptr[c], acc_ptr[c + 1]):
+                            for row in range(fp_ptr[acc_k[a]], fp_ptr[acc_k[a] + 1]):
+                                start[dist[row] + 1] += 1
+                    for i in range(n_dist):
+                        start[i + 1] += start[i]
+                    m_all = col_rows_ptr[n_cols]
+                    col_rows = np.empty(m_all, np.int32)
+                    col_rows_lo = np.empty(m_all, np.int64)
+                    slot_of_row = np.empty(n_rows, np.int32)
+                    for c in range(n_cols):
+                        for a in range(acc_ptr[c], acc_ptr[c + 1]):
+                            for row in range(fp_ptr[acc_k[a]], fp_ptr[acc_k[a] + 1]):
+                                at = start[dist[row]]
+                                start[dist[row]] += 1
+                                col_rows[at] = row
+                                col_rows_lo[at] = _addr(fp_memory[row], fp_lo[row])
+                                slot_of_row[row] = at - col_rows_ptr[c]
+                if not have_rows:
+                    # row -> its instruction and node, for the rows of column t
+                    have_rows = True
+                    row_k = np.empty(m_t, np.int32)
+                    node_of = np.empty(m_t, np.int32)
+                    for i in range(acc_ptr[t], acc_ptr[t + 1]):
+                        k = acc_k[i]
+                        for row in range(fp_ptr[k], fp_ptr[k + 1]):
+                            row_k[slot_of_row[row]] = k
+                            node_of[slot_of_row[row]] = acc_node[i]
                 # A large window: the trees, brought up to date.
                 while ins_i < hi_i:
                     k = acc_k[ins_i]
                     for row in range(fp_ptr[k], fp_ptr[k + 1]):
                         if rel[dist[row]]:
-                            _tree_set(all_tree, size, slot_of_row[row], row_hi[row])
-                            if row_write[row]:
-                                _tree_set(write_tree, size, slot_of_row[row], row_hi[row])
+                            hi_r = _addr(fp_memory[row], fp_hi[row])
+                            _tree_set(all_tree, size, slot_of_row[row], hi_r)
+                            if fp_access[row] & ACCESS_WRITE:
+                                _tree_set(write_tree, size, slot_of_row[row], hi_r)
                     ins_i += 1
                 for rb in range(fp_ptr[kb], fp_ptr[kb + 1]):
-                    tree = all_tree if row_write[rb] else write_tree
-                    if not rel[dist[rb]] or tree[1] <= row_lo[rb]:
+                    tree = all_tree if fp_access[rb] & ACCESS_WRITE else write_tree
+                    lo_b = _addr(fp_memory[rb], fp_lo[rb])
+                    hi_b = _addr(fp_memory[rb], fp_hi[rb])
+                    if not rel[dist[rb]] or tree[1] <= lo_b:
                         continue
                     # slots [0, p) begin below b's end; find those that end above b's start
                     a = 0
                     z = m_t
                     while a < z:
                         mid = (a + z) // 2
-                        if col_rows_lo[r0 + mid] < row_hi[rb]:
+                        if col_rows_lo[r0 + mid] < hi_b:
                             a = mid + 1
                         else:
                             z = mid
@@ -741,7 +929,7 @@ def _sweep(clock, acc_ptr, acc_k, acc_node, acc_key, fp_ptr, row_lo, row_hi, row
                         node = stack_node[top]
                         first_slot = stack_lo[top]
                         width = stack_len[top]
-                        if tree[node] <= row_lo[rb] or first_slot >= p:
+                        if tree[node] <= lo_b or first_slot >= p:
                             continue
                         if width > 1:
                             half = width // 2
@@ -754,7 +942,8 @@ def _sweep(clock, acc_ptr, acc_k, acc_node, acc_key, fp_ptr, row_lo, row_hi, row
                             top += 2
                             continue
                         ra = col_rows[r0 + first_slot]
-                        if not _candidate(ra, rb, kb, node_of[first_slot], s, clock, row_mem, row_part, row_parts):
+                        if not _candidate(ra, rb, kb, node_of[first_slot], s, clock, fp_memory, fp_partition,
+                                          fp_partitions):
                             continue
                         if n_out == max_candidates:
                             return out[:n_out], True
@@ -790,11 +979,11 @@ def _meets(sorted_lo, pm, r0, m, lo, hi):
 
 
 @numba.njit(inline="always")
-def _candidate(ra, rb, kb, node_a, s, clock, row_mem, row_part, row_parts):
+def _candidate(ra, rb, kb, node_a, s, clock, fp_memory, fp_partition, fp_partitions):
     """Rows ra (of instruction a, clock node node_a) and rb (of instruction kb, on column s) whose spans
     meet: do their partitions meet too (always in HBM), and is b not ordered before a?"""
-    if row_mem[ra] != 3 and (row_part[ra] >= row_part[rb] + row_parts[rb]
-                             or row_part[rb] >= row_part[ra] + row_parts[ra]):
+    if fp_memory[ra] != 3 and (fp_partition[ra] >= fp_partition[rb] + fp_partitions[rb]
+                               or fp_partition[rb] >= fp_partition[ra] + fp_partitions[ra]):
         return False
     return clock[node_a, s] < kb  # b before a can only happen at equal time keys
 
