@@ -480,10 +480,16 @@ def _columns(words: np.ndarray, word_first: np.ndarray, name: str) -> tuple[np.n
     first = np.zeros(len(word_first), np.int64)
     (opcode, body, wptr, wsem, wop, wval, sptr, ssem, sop, sval, fp_ptr, fmem, fpart, fparts, flo, fhi, facc, ap_ptr,
      ap_value) = arrays
-    count, waits, signals, patterns, footprints, bodies, header, bad = _read(
-        words, word_first, first, opcode, body, reps, rpos, wptr, wsem, wop, wval, sptr, ssem, sop, sval, fp_ptr,
-        fmem, fpart, fparts, flo, fhi, facc, ap_ptr, ap_value, tab.fixed_words, tab.key_mask, tab.ap_off,
-        tab.ap_access, tab.sem_operand, tab.itemsize)
+    cap = 4096  # bodies: a tiled kernel of a million instructions has a few hundred
+    while True:
+        per_body = [np.zeros((cap, _MAX_AP), np.int64) for _ in range(5)]
+        count, waits, signals, patterns, footprints, bodies, header, bad = _read(
+            words, word_first, first, opcode, body, reps, rpos, wptr, wsem, wop, wval, sptr, ssem, sop, sval, fp_ptr,
+            fmem, fpart, fparts, flo, fhi, facc, ap_ptr, ap_value, *per_body, tab.fixed_words, tab.key_mask,
+            tab.ap_off, tab.ap_access, tab.sem_operand, tab.itemsize)
+        if bad != -2:
+            break
+        cap *= 8
     if header != -1:
         at = header if header >= 0 else -2 - header
         s = int(np.searchsorted(word_first, at, side="right") - 1)
@@ -650,6 +656,45 @@ def _i32(b, o):
 
 
 @numba.njit(inline="always")
+def _u64(words, o):
+    """The little-endian 64-bit value at byte o of `words` (any alignment)."""
+    w = o >> 3
+    shift = np.uint64(8 * (o & 7))
+    if shift == 0:
+        return words[w]
+    return (words[w] >> shift) | (words[w + 1] << (np.uint64(64) - shift))
+
+
+@numba.njit(inline="always")
+def _body_footprints(b, base, opcode, ap_off, itemsize, nb, bmem, bpart, bparts, blo, bhi):
+    """Row nb of the bodies' pattern tables, from the first instruction of body nb at byte `base`: per
+    pattern its memory code, first partition, partitions, and the bytes it reaches below and from its
+    offset (the dimensions are the body's: only the offset varies)."""
+    for j in range(ap_off.shape[1]):
+        off = ap_off[opcode, j]
+        if off < 0:
+            break
+        o = base + off
+        mem = np.int64(b[o])
+        bmem[nb, j] = mem
+        if mem < 1 or mem > 3:
+            continue
+        isz = itemsize[b[o + 1]]
+        lo = np.int64(0)
+        hi = np.int64(0)
+        for d in range(min(np.int64(b[o + 3]), np.int64(5))):
+            reach = _i32(b, o + 16 + 8 * d) * (_u32(b, o + 20 + 8 * d) - 1)
+            if reach < 0:
+                lo += reach
+            else:
+                hi += reach
+        bpart[nb, j] = b[o + 2]
+        bparts[nb, j] = _u16(b, o + 4)
+        blo[nb, j] = lo * isz
+        bhi[nb, j] = (hi + 1) * isz
+
+
+@numba.njit(inline="always")
 def _hash(words, p, n, mask, opcode):
     h = np.uint64(14695981039346656037)
     for w in range(n):
@@ -661,8 +706,8 @@ def _hash(words, p, n, mask, opcode):
 
 @numba.njit(cache=True)
 def _read(words, word_first, first, opcodes, body, reps, rpos, wptr, wsem, wop, wval, sptr, ssem, sop, sval, fp_ptr,
-          fmem, fpart, fparts, flo, fhi, facc, ap_ptr, ap_value, fixed_words, key_mask, ap_off, ap_access,
-          sem_operand, itemsize):
+          fmem, fpart, fparts, flo, fhi, facc, ap_ptr, ap_value, bmem, bpart, bparts, blo, bhi, fixed_words, key_mask,
+          ap_off, ap_access, sem_operand, itemsize):
     """One pass over the streams (stream e is words[word_first[e]:word_first[e + 1]]): the instructions'
     headers checked, and their opcodes, bodies, semaphore lists, pattern values and footprints written
     into the columns given, which are numpy's, as long as the words bound them (numpy asks the kernel
@@ -673,13 +718,19 @@ def _read(words, word_first, first, opcodes, body, reps, rpos, wptr, wsem, wop, 
     bodies) is the first instruction of body b, at word rpos[b]; header is the word position p of the
     first malformed header, -2 - p if the instruction at p is encoded for another engine than its
     stream's, or -1 (then what was read stops there); bad is the first instruction whose semaphore
-    entries or access-pattern offsets are malformed, or -1."""
+    entries or access-pattern offsets are malformed, -1, or -2 when the program has more bodies than
+    the tables bmem.. hold rows (cap: a power of 2; the caller reads again with larger ones)."""
     n_eng = word_first.shape[0] - 1
     b = words.view(np.uint8)
-    rhash = np.empty(opcodes.shape[0], np.uint64)
-    nb = 0
-    size = 1024
+    # At most `cap` bodies (the caller's tables; no array is replaced inside the loop, which numba
+    # compiles far slower): their hashes, an open-addressing table of 2 * cap slots, and per body and
+    # pattern its memory, partitions and byte range about its offset (the same for every instruction
+    # of the body, only offsets vary: worked out once, from its first).
+    cap = bmem.shape[0]
+    size = 2 * cap
+    rhash = np.empty(cap, np.uint64)
     table = np.full(size, -1, np.int64)
+    nb = 0
     mru = np.full((256, _MRU), -1, np.int64)
     wptr[0] = 0
     sptr[0] = 0
@@ -738,15 +789,10 @@ def _read(words, word_first, first, opcodes, body, reps, rpos, wptr, wsem, wop, 
                     rhash[nb] = key
                     table[slot] = nb
                     body[i] = nb
+                    _body_footprints(b, p * 8, opcode, ap_off, itemsize, nb, bmem, bpart, bparts, blo, bhi)
                     nb += 1
-                    if 2 * nb > size:  # keep the table at most half full
-                        size *= 2
-                        table = np.full(size, -1, np.int64)
-                        for j in range(nb):
-                            s2 = np.int64(rhash[j] & np.uint64(size - 1))
-                            while table[s2] >= 0:
-                                s2 = (s2 + 1) & (size - 1)
-                            table[s2] = j
+                    if nb == bmem.shape[0]:  # the bodies' tables are full: the caller starts again with more
+                        return i, rw, rs, ra, rf, nb, -1, -2
                     break
                 if rhash[c] == key:
                     q = rpos[c]
@@ -789,15 +835,15 @@ def _read(words, word_first, first, opcodes, body, reps, rpos, wptr, wsem, wop, 
             sptr[i + 1] = rs
             # Every access-pattern operand's value (offset or constant bits); footprints of those in memory.
             base = p * 8
+            bi = body[i]
             for j in range(ap_off.shape[1]):
                 off = ap_off[opcode, j]
                 if off < 0:
                     break
-                o = base + off
-                mem = np.int64(b[o])
-                offset = _u32(b, o + 8) | (_u32(b, o + 12) << 32)
+                offset = np.int64(_u64(words, base + off + 8))
                 ap_value[ra] = offset
                 ra += 1
+                mem = bmem[bi, j]
                 if mem == 0:
                     if offset != 0 and bad < 0:
                         bad = i
@@ -808,22 +854,14 @@ def _read(words, word_first, first, opcodes, body, reps, rpos, wptr, wsem, wop, 
                     continue
                 if mem > 4:
                     continue  # the body's first instruction is decoded, and fails, before anyone looks
-                isz = itemsize[b[o + 1]]
-                lo = np.int64(0)
-                hi = np.int64(0)
-                for d in range(min(np.int64(b[o + 3]), np.int64(5))):
-                    reach = _i32(b, o + 16 + 8 * d) * (_u32(b, o + 20 + 8 * d) - 1)
-                    if reach < 0:
-                        lo += reach
-                    else:
-                        hi += reach
-                if (offset < 0 or offset + lo * isz < 0) and bad < 0:
+                lo = offset + blo[bi, j]
+                if (offset < 0 or lo < 0) and bad < 0:
                     bad = i
                 fmem[rf] = mem
-                fpart[rf] = b[o + 2]
-                fparts[rf] = _u16(b, o + 4)
-                flo[rf] = offset + lo * isz
-                fhi[rf] = offset + (hi + 1) * isz
+                fpart[rf] = bpart[bi, j]
+                fparts[rf] = bparts[bi, j]
+                flo[rf] = lo
+                fhi[rf] = offset + bhi[bi, j]
                 facc[rf] = ap_access[opcode, j]
                 rf += 1
             fp_ptr[i + 1] = rf
