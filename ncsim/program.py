@@ -78,6 +78,8 @@ ENGINES = isa.ENGINES
 ACCESS_READ, ACCESS_WRITE = 1, 2  # bits of fp_access
 _MAX_AP = 8  # access-pattern operands of one instruction, at most
 _MRU = 4  # bodies per opcode _read compares an instruction with before it looks in its hash table
+_BODIES = 4096  # bodies _read's tables hold at first (x8 each time a program has more); a tiled kernel
+# of a million instructions has a few hundred
 
 
 def source_line(path: str, line: int, checked: set[str]) -> str:
@@ -480,7 +482,7 @@ def _columns(words: np.ndarray, word_first: np.ndarray, name: str) -> tuple[np.n
     first = np.zeros(len(word_first), np.int64)
     (opcode, body, wptr, wsem, wop, wval, sptr, ssem, sop, sval, fp_ptr, fmem, fpart, fparts, flo, fhi, facc, ap_ptr,
      ap_value) = arrays
-    cap = 4096  # bodies: a tiled kernel of a million instructions has a few hundred
+    cap = _BODIES
     while True:
         per_body = [np.zeros((cap, _MAX_AP), np.int64) for _ in range(5)]
         count, waits, signals, patterns, footprints, bodies, header, bad = _read(

@@ -156,3 +156,17 @@ def test_a_program_that_keeps_its_object_counts_its_streams():
     columns = prog.nbytes()
     prog.obj = obj
     assert prog.nbytes() == columns + sum(len(s) for s in obj.streams.values())
+
+
+def test_a_program_with_more_bodies_than_the_tables_hold_reads_the_same(monkeypatch):
+    """_read's body tables have a fixed capacity; a program with more bodies is read again with larger
+    ones, and gives the same columns."""
+    path = PROGRAMS[[p.name for p in PROGRAMS].index("gumbel_topk.s")]
+    obj = assemble_file(path)
+    whole = Program.from_object(obj, str(path))
+    assert len(whole.body_first) == 17
+    monkeypatch.setattr(program_mod, "_BODIES", 2)  # 2, 16, 128: read three times
+    again = Program.from_object(obj, str(path))
+    for name in ARRAYS:
+        assert np.array_equal(getattr(again, name), getattr(whole, name)), name
+    assert write_elf(again.to_object()) == write_elf(obj)
