@@ -24,6 +24,7 @@ from ncsim.errors import DeadlockError, NcsimError
 if TYPE_CHECKING:
     from ncsim.asm.objfile import ObjectFile
     from ncsim.config import Config
+    from ncsim.program import Program
     from ncsim.runtime.timing import TimingResult
 
 config_file_option = click.option("--config", "config_files", type=click.Path(), multiple=True,
@@ -262,7 +263,7 @@ def run(program: str, input_files: tuple[str, ...], out_file: str | None, seed: 
                 _write_pictures(e.partial(), trace_path, timeline, " (up to the deadlock)")
             raise
         report = result.report.format(title=f"{program} (kernel {result.kernel})")
-    counts = instruction_counts(result.obj)
+    counts = instruction_counts(result.program)  # not result.obj: a loaded program keeps no object
     click.echo(f"{program}: kernel {result.kernel}, {sum(counts.values())} instructions ({format_counts(counts)})")
     origins = Counter(result.input_origin.values())
     if origins:
@@ -472,10 +473,14 @@ def _write(path: str, write: Callable[[], Any]) -> Any:
         raise NcsimError(f"cannot write: {e.strerror}", file=path) from None
 
 
-def instruction_counts(obj: ObjectFile) -> Counter:
+def instruction_counts(obj: ObjectFile | Program) -> Counter:
+    """Instructions per engine (those that have any) of an object or a decoded program."""
     from ncsim.asm import objfile
 
-    return Counter({e: len(obj.lines[e]) for e in objfile.ENGINES if obj.lines[e]})
+    if isinstance(obj, objfile.ObjectFile):
+        return Counter({e: len(obj.lines[e]) for e in objfile.ENGINES if obj.lines[e]})
+    first = obj.first.tolist()
+    return Counter({e: first[i + 1] - first[i] for i, e in enumerate(objfile.ENGINES) if first[i + 1] > first[i]})
 
 
 def format_counts(counts: Counter) -> str:

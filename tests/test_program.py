@@ -170,3 +170,14 @@ def test_a_program_with_more_bodies_than_the_tables_hold_reads_the_same(monkeypa
     for name in ARRAYS:
         assert np.array_equal(getattr(again, name), getattr(whole, name)), name
     assert write_elf(again.to_object()) == write_elf(obj)
+
+
+def test_a_run_of_assembly_source_keeps_no_object():
+    """ncsim.run of a .s file decodes the assembler's arrays and keeps neither the assembler's object nor
+    its words; RunResult.obj makes the object's bytes again, the same as assembling gives."""
+    import ncsim
+
+    path = PROGRAMS[[p.name for p in PROGRAMS].index("giou.s")]
+    result = ncsim.run(str(path), values=False, sidecar=False)
+    assert result.program.obj is None
+    assert write_elf(result.obj) == write_elf(assemble_file(path))

@@ -61,7 +61,8 @@ class RunResult:
 
     @cached_property
     def obj(self) -> ObjectFile:
-        """The object of the program (the one loaded, or made from the decoded program when asked)."""
+        """The object of the program: made from the decoded program when first asked (a program keeps
+        no object, unless one was set on it), the same bytes as the one loaded or assembled."""
         return self.program.obj if self.program.obj is not None else self.program.to_object()
 
     @cached_property
@@ -100,10 +101,10 @@ def load_program(program: str | Path | ObjectFile | Program, config: Config,
         with Progress(None, f"assembling {path}"):
             asm = Assembler(config, params)
             obj = asm.assemble(read_source(path), path)
-            # The program straight from the assembler's arrays: the object is not decoded again.
+            # The program straight from the assembler's arrays: the object is not decoded again, nor
+            # kept (with the assembler, its words go: RunResult.obj makes the same bytes when asked).
             prog = Program.from_encoded(asm.program.encoded, obj.kernel, obj.files, obj.tensors, path,
                                         getattr(obj, "semaphores", {}), obj.gpsimd)
-            prog.obj = obj
             prog.rules_kept = config  # the assembler checked every instruction under `config`
             return prog, path, False
     from ncsim.asm.elf import load_object
