@@ -75,6 +75,7 @@ THRESHOLD = 0.6  # "most of the time": the share of the run from which a resourc
 COMPUTE = ("tensor", "vector", "scalar", "gpsimd")
 _DMA_COPY = isa.BY_MNEMONIC["dma_copy"].opcode
 _NC_MATMUL = isa.BY_MNEMONIC["nc_matmul"].opcode
+_GPSIMD_CALL = isa.BY_MNEMONIC["gpsimd_call"].opcode
 _WIDTH = 100  # columns of the text report
 # What the critical path is made of: each engine's busy time, DMA data moving, DMA latency, port waits,
 # and anything else (gaps the walk cannot explain: none in a run that finished).
@@ -293,12 +294,22 @@ def _size(n: int) -> str:
 #
 # Speed: everything per instruction or per DMA piece is one pass of a numba kernel over the
 # result's arrays, and everything the same for a body (bytes, engines, directions, efficiency,
-# flops) is counted once per body and multiplied by its instructions. Lengths of unions of
-# intervals are sweeps over sorted starts and sorted ends: an engine's instructions are in time
-# order already, and the pieces in order of index nearly are, so stable sorts (timsort, which
-# follows runs) cost little. On tools/bench_timing.py --million (1 000 544 instructions, 1 947 904
-# pieces) the report took 1.0 s, 0.5 s of it in a Python set over every piece and 0.3 s in full
-# sorts; it now takes 0.12-0.16 s of CPU (0.035 s at the default 303 168 instructions).
+# flops, each piece's DMA engine) is counted once per body and multiplied by its instructions.
+# Nothing as long as the pieces is sorted, gathered or kept but each piece's predecessor on its DMA
+# engine (for the critical path). Listed by instruction, the pieces are a few runs each in order of
+# start, so one pass that merges those runs visits them in order of start (_by_start), finds each
+# piece's predecessor and measures the unions of intervals as it goes. The runs tried first are the
+# streams' (the pieces of each engine's dma_copy instructions: one run each in
+# tools/bench_pipeline.py's program); if one is out of order, the ascending runs of piece_start
+# (_runs); past _MERGE_RUNS of those, a stable argsort. The engines' busy intervals are one run per
+# engine already (_busy). The piece of a dma_copy that ended last is looked for by the critical
+# path's walk, its one reader. On tools/bench_pipeline.py's 10^6-instruction object (999,616
+# instructions, 6,585,856 pieces), old and new side by side in one process (a busy machine):
+# report().format() took 0.46 s of CPU and 476 MiB at its peak (499 B/instr), sorting the pieces by
+# start and by end and keeping five arrays as long as the pieces; now 0.09 s and 48 MiB (50 B/instr).
+
+_MERGE_RUNS = 16  # at most this many runs are merged; more are sorted
+
 
 def report(result: TimingResult) -> Report:
     """The report of a timed run (see the module docstring for every number and the verdict)."""
@@ -306,14 +317,13 @@ def report(result: TimingResult) -> Report:
     total = int(r.total_ticks)
     n = r.count
     costs = r.body_cost
-    counts = np.bincount(r.body, minlength=len(costs)) if n else np.zeros(len(costs), np.int64)
-    used = np.flatnonzero(counts)  # the bodies of the run, in order of body
     body_dma = r.body_opcode == _DMA_COPY
 
     # Per instruction: what each semaphore wait was for (its releaser that finished last, followed
     # back, see above), and each engine's busy, semaphore and port times.
-    releaser, is_dma, first_of_body, sums = _instructions(r.first, r.body, body_dma, r.avail, r.ready, r.start,
-                                                          r.end, r.done, r.edge_wait, r.edge_signal)
+    counts, releaser, is_dma, sums, k_last = _instructions(r.first, r.body, body_dma, r.avail, r.ready, r.start,
+                                                           r.end, r.done, r.edge_wait, r.edge_signal)
+    used = np.flatnonzero(counts)  # the bodies of the run, in order of body
     engines = []
     for e, name in enumerate(ENGINES):
         b, s, p, s_dma = (int(x) for x in sums[e])
@@ -342,20 +352,25 @@ def report(result: TimingResult) -> Report:
         if c.transfer is not None:
             eff_num += count * sum(p.nbytes * p.efficiency for p in c.transfer.pieces)
             eff_den += count * sum(p.nbytes for p in c.transfer.pieces)
+    # The DMA engine of each piece of each body's transfer (CSR): piece h of dma_copy k is piece
+    # h - piece_ptr[k] of its body's (as the timing model lays them out).
+    plans = [c.transfer.pieces if c.transfer is not None else () for c in costs]
+    body_ptr = np.zeros(len(costs) + 1, np.int64)
+    body_ptr[1:] = np.cumsum([len(ps) for ps in plans])
+    body_engine = np.array([p.engine for ps in plans for p in ps], np.int64)
 
-    # Per piece: the time some piece of each direction moved, the DMA engines' time, and for the
-    # critical path each dma_copy's piece that ended last and each piece's predecessor on its engine.
-    by_start = np.argsort(r.piece_start, kind="stable")
-    by_end = np.argsort(r.piece_end, kind="stable")
-    piece_ticks, last_piece, prev_piece, p_ptr, p_start, p_end = _pieces(
-        r.piece_ptr, r.body, dir_of_body, len(pairs), r.piece_engine, r.piece_start, r.piece_end, by_start, by_end)
-    directions = []
-    for d, (a, b) in enumerate(pairs):
-        lo, hi = p_ptr[d], p_ptr[d + 1]
-        moved = _sweep(p_start[lo:hi], p_end[lo:hi], _EMPTY, _EMPTY)[0]
-        directions.append(DirectionStats(f"{Memory(a).label}->{Memory(b).label}", transfers[d], nbytes[d], moved))
+    # Per piece, in order of start: the time some piece of each direction moved, all of them did,
+    # the DMA engines' time, and each piece's predecessor on its DMA engine (the critical path's).
+    prev_piece = np.empty(r.pieces, np.int32 if r.pieces < 2**31 else np.int64)
+    args = (r.piece_ptr, r.piece_instr, r.body, dir_of_body, len(pairs), body_ptr, body_engine, r.piece_start,
+            r.piece_end, prev_piece)
+    ok, piece_ticks, p_last, moved, b_start, b_end = _by_start(r.piece_ptr[r.first], _EMPTY, *args)
+    if not ok:  # the pieces of some stream's dma_copy instructions are not in order of start
+        ok, piece_ticks, p_last, moved, b_start, b_end = _by_start(*_order(r.piece_start), *args)
+    directions = [DirectionStats(f"{Memory(a).label}->{Memory(b).label}", transfers[d], nbytes[d], int(moved[d]))
+                  for d, (a, b) in enumerate(pairs)]
     # The GpSimd cores' TCM accessor blocks from and to HBM: through the DMA model, so DMA traffic too.
-    gpsimd_cores, blocks = _gpsimd(r)
+    gpsimd_cores, blocks = _gpsimd(r) if (r.body_opcode[used] == _GPSIMD_CALL).any() else ((), np.zeros(4, np.int64))
     for name, n, size in ((_TCM_DIRECTIONS[0], blocks[0], blocks[1]), (_TCM_DIRECTIONS[1], blocks[2], blocks[3])):
         if n:
             directions.append(DirectionStats(name, int(n), int(size), 0))
@@ -369,23 +384,22 @@ def report(result: TimingResult) -> Report:
     for b in used:
         flops += int(counts[b]) * costs[b].flops
         if r.body_opcode[b] == _NC_MATMUL:
-            ops = r.instruction(int(first_of_body[b])).operands
+            ops = r.instruction(int(r.program.body_first[b])).operands
             if any(isinstance(ops.get(x), AccessPattern) and ops[x].dtype == dtypes.FLOAT32
                    for x in ("stationary", "moving")):
                 fp32 += int(counts[b])
 
     # Timeline: some engine busy; else data moving; else latency.
-    work = r.end > r.start
-    every = slice(p_ptr[-2], p_ptr[-1])  # every piece that moved (the last block of _pieces)
-    computing, dma_active, both = _sweep(np.sort(r.start[work], kind="stable"), np.sort(r.end[work], kind="stable"),
-                                         p_start[every], p_end[every])
+    a_start, a_end = _busy(*_order(r.start), r.start, r.end)  # a run per engine, as each engine's are in order
+    computing, dma_active = int((a_end - a_start).sum()), int((b_end - b_start).sum())
+    both = _union_length(a_start, a_end, b_start, b_end)
     rep = Report(
         config=cfg, total=total, engines=tuple(engines), directions=tuple(directions),
         transfers=int(counts[body_dma].sum()) + int(blocks[0] + blocks[2]),
-        queues=queues, dma_engines_used=dma_engines_used, dma_bytes=dma_bytes, dma_piece_ticks=piece_ticks,
+        queues=queues, dma_engines_used=dma_engines_used, dma_bytes=dma_bytes, dma_piece_ticks=int(piece_ticks),
         dma_active=dma_active, chunk_efficiency=eff_num / eff_den if eff_den else 1.0, hbm_bytes=hbm_bytes,
         hbm_capped=capped, flops=flops, fp32_matmuls=fp32, computing=computing, moving=both - computing,
-        latency=total - both, critical_path=_critical_path(r, releaser, is_dma, last_piece, prev_piece),
+        latency=total - both, critical_path=_critical_path(r, releaser, is_dma, prev_piece, k_last, p_last),
         verdict=Verdict("empty", None, ""), gpsimd_cores=gpsimd_cores, tcm_blocks=int(blocks[0] + blocks[2]))
     return replace(rep, verdict=verdict(rep))
 
@@ -402,36 +416,46 @@ def _gpsimd(r: TimingResult) -> tuple[tuple[int, ...], np.ndarray]:
     return (tuple(int(t) for t in ticks.sum(axis=0)) if len(ks) else ()), blocks.sum(axis=0)
 
 
+def _order(starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(runs, order) for visiting intervals in order of (start, index): the ascending runs of
+    `starts` (run j is positions runs[j]..runs[j + 1]), to be merged; or, past _MERGE_RUNS of them,
+    one run over `order`, a stable argsort (else `order` is empty: positions are indices)."""
+    runs = _runs(starts, _MERGE_RUNS)
+    if len(runs):
+        return runs, _EMPTY
+    return np.array([0, len(starts)], np.int64), np.argsort(starts, kind="stable")
+
+
 _DMA_CAUSE, _ENGINE_CAUSE = 1, 2
 _DATA, _LATENCY, _PORT, _OTHER = len(ENGINES), len(ENGINES) + 1, len(ENGINES) + 2, len(ENGINES) + 3
 _EMPTY = np.zeros(0, np.int64)
+_BIG = 2**62
 
 
 @numba.njit(cache=True)
 def _instructions(first, body, body_dma, avail, ready, start, end, done, edge_wait, edge_signal):
-    """(releaser, is_dma, first_of_body, sums): releaser[k] is the releaser of instruction k's
-    semaphore wait that finished last (the last such edge of equals; -1 if none); is_dma[k]; the
-    first instruction of each body (-1: none); sums[e] = (busy, sem wait, port wait, sem wait for
-    DMA) of engine e's instructions."""
+    """(counts, releaser, is_dma, sums, k_last): counts[b] instructions of body b; releaser[k] is the
+    releaser of instruction k's semaphore wait that finished last (the last such edge of equals; -1
+    if none); is_dma[k]; sums[e] = (busy, sem wait, port wait, sem wait for DMA) of engine e's
+    instructions; k_last the instruction that ends last (the first of equals; -1 if none)."""
     n = body.shape[0]
+    counts = np.zeros(body_dma.shape[0], np.int64)
     is_dma = np.empty(n, np.bool_)
-    first_of_body = np.full(body_dma.shape[0], -1, np.int64)
-    for k in range(n):
-        is_dma[k] = body_dma[body[k]]
-        if first_of_body[body[k]] < 0:
-            first_of_body[body[k]] = k
+    passes_on = np.empty(n, np.bool_)
     releaser = np.full(n, -1, np.int64)
-    when = np.empty(n, np.int64)
+    k_last = -1
+    for k in range(n):
+        counts[body[k]] += 1
+        is_dma[k] = body_dma[body[k]]
+        if k_last < 0 or end[k] > end[k_last]:
+            k_last = k
+        sem = ready[k] - avail[k]
+        passes_on[k] = sem > 0 and sem >= end[k] - start[k]
     for i in range(edge_wait.shape[0]):
         w = edge_wait[i]
         s = edge_signal[i]
-        if releaser[w] < 0 or done[s] >= when[w]:
+        if releaser[w] < 0 or done[s] >= done[releaser[w]]:
             releaser[w] = s
-            when[w] = done[s]
-    passes_on = np.empty(n, np.bool_)
-    for k in range(n):
-        sem = ready[k] - avail[k]
-        passes_on[k] = sem > 0 and sem >= end[k] - start[k]
     cause = _causes(releaser, is_dma, passes_on)
     sums = np.zeros((first.shape[0] - 1, 4), np.int64)
     for e in range(first.shape[0] - 1):
@@ -441,99 +465,181 @@ def _instructions(first, body, body_dma, avail, ready, start, end, done, edge_wa
             sums[e, 2] += start[k] - ready[k]
             if cause[k] == _DMA_CAUSE:
                 sums[e, 3] += ready[k] - avail[k]
-    return releaser, is_dma, first_of_body, sums
+    return counts, releaser, is_dma, sums, k_last
 
 
 @numba.njit(cache=True)
-def _pieces(piece_ptr, body, dir_of_body, n_dir, piece_engine, piece_start, piece_end, by_start, by_end):
-    """(piece_ticks, last_piece, prev_piece, ptr, starts, ends): the pieces' durations summed; the
-    piece of each dma_copy that ended last (the last of equals); the piece each piece's DMA engine
-    took before it; and the pieces that moved data (piece_end > piece_start) of each direction d, then
-    all of them, as block d of `starts` (sorted) and of `ends` (sorted): rows ptr[d]..ptr[d + 1]."""
-    n = body.shape[0]
+def _runs(keys, limit):
+    """Where the ascending runs of keys begin, then len(keys); empty if there are more than `limit`."""
+    out = np.empty(limit + 1, np.int64)
+    out[0] = 0
+    count = 1
+    for i in range(1, keys.shape[0]):
+        if keys[i] < keys[i - 1]:
+            if count == limit:
+                return out[:0].copy()
+            out[count] = i
+            count += 1
+    out[count] = keys.shape[0]
+    return out[:count + 1].copy()
+
+
+@numba.njit(cache=True)
+def _next_run(runs, head, order, keys):
+    """(j, key, j2, key2): the run whose next position comes first in order of (key, index), and the
+    one after it (-1 and _BIG if none); runs are in order of index, so ties go to the earlier run."""
+    j = j2 = -1
+    s = s2 = _BIG
+    for i in range(runs.shape[0] - 1):
+        if head[i] < runs[i + 1]:
+            x = keys[order[head[i]] if order.shape[0] else head[i]]
+            if x < s:
+                j2, s2 = j, s
+                j, s = i, x
+            elif x < s2:
+                j2, s2 = i, x
+    return j, s, j2, s2
+
+
+@numba.njit(cache=True)
+def _by_start(runs, order, piece_ptr, piece_instr, body, dir_of_body, n_dir, body_ptr, body_engine, piece_start,
+              piece_end, prev_piece):
+    """Visit the pieces in order of (start, index), merging `runs` (see _order). Fills prev_piece
+    (the piece its DMA engine took before each, -1 if none) and returns (ok, ticks, p_last, moved,
+    union_start, union_end): ok is False, and the rest undone, if a run is not in order of start
+    after all; the pieces' durations summed; the piece that ends last (the first of equals; -1 if
+    none); for each direction d < n_dir the length of the union of the intervals of its pieces that
+    moved data, and the union of all of them as disjoint intervals, in order."""
     m = piece_start.shape[0]
+    ordered = order.shape[0] > 0
+    n_runs = runs.shape[0] - 1
+    head = runs[:-1].copy()
+    k_of = np.zeros(n_runs, np.int64)  # the dma_copy of each run's next piece (without `order`)
+    if not ordered:
+        for j in range(n_runs):
+            k_of[j] = np.searchsorted(piece_ptr, runs[j], side="right") - 1
+    before = np.full(n_runs, -_BIG, np.int64)  # the start of each run's previous piece
+    last_on = np.full(body_engine.max() + 1 if body_engine.shape[0] else 1, -1, np.int64)
+    lo = np.full(n_dir, -1, np.int64)  # the interval of the union being built, per direction
+    hi = np.full(n_dir, -1, np.int64)
+    moved = np.zeros(n_dir, np.int64)
+    all_lo = all_hi = -1  # and of all pieces, whose union is kept
+    out_lo = np.empty(m, np.int64)
+    out_hi = np.empty(m, np.int64)
+    n_out = 0
     ticks = 0
-    last_piece = np.full(n, -1, np.int64)
-    direction = np.full(m, -1, np.int64)  # -1: it moved nothing
-    ptr = np.zeros(n_dir + 2, np.int64)
-    for k in range(n):
-        for h in range(piece_ptr[k], piece_ptr[k + 1]):
-            ticks += piece_end[h] - piece_start[h]
-            if last_piece[k] < 0 or piece_end[h] >= piece_end[last_piece[k]]:
-                last_piece[k] = h
-            if piece_end[h] > piece_start[h]:
-                direction[h] = dir_of_body[body[k]]
-                ptr[direction[h] + 1] += 1
+    p_last = -1
+    e_last = -1
+    while True:
+        j, _, j2, s2 = _next_run(runs, head, order, piece_start)
+        if j < 0:
+            break
+        i, stop, k, prior = head[j], runs[j + 1], k_of[j], before[j]
+        k_end = base = d = -1  # the end of dma_copy k's pieces; its body's first row in body_engine, less
+        # piece_ptr[k]; its direction
+        while i < stop:
+            h = order[i] if ordered else i
+            s = piece_start[h]
+            if s > s2 or (s == s2 and j > j2):
+                break
+            if s < prior:
+                return False, 0, -1, moved[:0], out_lo[:0], out_hi[:0]
+            prior = s
+            i += 1
+            e = piece_end[h]
+            if ordered or h >= k_end:
+                if ordered:
+                    k = piece_instr[h]
+                else:
+                    while piece_ptr[k + 1] <= h:
+                        k += 1
+                k_end = piece_ptr[k + 1]
+                base = body_ptr[body[k]] - piece_ptr[k]
+                d = dir_of_body[body[k]]
+            de = body_engine[base + h]
+            prev_piece[h] = last_on[de]
+            last_on[de] = h
+            ticks += e - s
+            if e > e_last or (e == e_last and h < p_last):
+                p_last, e_last = h, e
+            if e > s:
+                if s > hi[d]:
+                    moved[d] += hi[d] - lo[d]
+                    lo[d], hi[d] = s, e
+                elif e > hi[d]:
+                    hi[d] = e
+                if s > all_hi:
+                    if all_hi >= 0:
+                        out_lo[n_out], out_hi[n_out] = all_lo, all_hi
+                        n_out += 1
+                    all_lo, all_hi = s, e
+                elif e > all_hi:
+                    all_hi = e
+        head[j], k_of[j], before[j] = i, k, prior
     for d in range(n_dir):
-        ptr[d + 1] += ptr[d]
-    ptr[n_dir + 1] = 2 * ptr[n_dir]
-    prev_piece = np.full(m, -1, np.int64)
-    last_on = np.full(np.int64(piece_engine.max()) + 1 if m else 1, -1, np.int64)
-    starts = np.empty(ptr[n_dir + 1], np.int64)
-    ends = np.empty(ptr[n_dir + 1], np.int64)
-    fill = ptr[:-1].copy()
-    for i in range(m):
-        h = by_start[i]
-        prev_piece[h] = last_on[piece_engine[h]]  # each DMA engine moves one piece at a time: no ties
-        last_on[piece_engine[h]] = h
-        if direction[h] >= 0:
-            starts[fill[direction[h]]] = piece_start[h]
-            fill[direction[h]] += 1
-            starts[fill[n_dir]] = piece_start[h]
-            fill[n_dir] += 1
-    fill = ptr[:-1].copy()
-    for i in range(m):
-        h = by_end[i]
-        if direction[h] >= 0:
-            ends[fill[direction[h]]] = piece_end[h]
-            fill[direction[h]] += 1
-            ends[fill[n_dir]] = piece_end[h]
-            fill[n_dir] += 1
-    return ticks, last_piece, prev_piece, ptr, starts, ends
+        moved[d] += hi[d] - lo[d]
+    if all_hi >= 0:
+        out_lo[n_out], out_hi[n_out] = all_lo, all_hi
+        n_out += 1
+    return True, ticks, p_last, moved, out_lo[:n_out].copy(), out_hi[:n_out].copy()
 
 
 @numba.njit(cache=True)
-def _sweep(a_start, a_end, b_start, b_end):
-    """(|A|, |B|, |A u B|): the lengths of the unions of two sets of intervals, A given as its
-    starts and its ends, each sorted ascending, B likewise."""
-    na, nb = a_start.shape[0], b_start.shape[0]
-    i = j = x = y = 0  # next start and end of A, of B
-    in_a = in_b = 0
-    len_a = len_b = len_ab = 0
-    t = 0
-    while x < na or y < nb:
-        # the next event: ends before starts at one instant (the measure is the same either way)
-        tn = a_end[x] if x < na else _BIG
-        kind = 0
-        if y < nb and b_end[y] < tn:
-            tn, kind = b_end[y], 1
-        if i < na and a_start[i] < tn:
-            tn, kind = a_start[i], 2
-        if j < nb and b_start[j] < tn:
-            tn, kind = b_start[j], 3
-        if in_a > 0:
-            len_a += tn - t
-        if in_b > 0:
-            len_b += tn - t
-        if in_a > 0 or in_b > 0:
-            len_ab += tn - t
-        t = tn
-        if kind == 0:
-            in_a -= 1
-            x += 1
-        elif kind == 1:
-            in_b -= 1
-            y += 1
-        elif kind == 2:
-            in_a += 1
+def _busy(runs, order, start, end):
+    """The union of the intervals [start, end) that are not empty, as disjoint intervals (lo, hi)
+    in order, visiting them in order of start by merging `runs` (see _order)."""
+    ordered = order.shape[0] > 0
+    head = runs[:-1].copy()
+    out_lo = np.empty(start.shape[0], np.int64)
+    out_hi = np.empty(start.shape[0], np.int64)
+    n_out = 0
+    lo = hi = -1
+    while True:
+        j, _, j2, s2 = _next_run(runs, head, order, start)
+        if j < 0:
+            break
+        while head[j] < runs[j + 1]:
+            k = order[head[j]] if ordered else head[j]
+            s = start[k]
+            e = end[k]
+            if e <= s:  # empty: passed over wherever it is
+                head[j] += 1
+                continue
+            if s > s2 or (s == s2 and j > j2):
+                break
+            head[j] += 1
+            if s > hi:
+                if hi >= 0:
+                    out_lo[n_out], out_hi[n_out] = lo, hi
+                    n_out += 1
+                lo, hi = s, e
+            elif e > hi:
+                hi = e
+    if hi >= 0:
+        out_lo[n_out], out_hi[n_out] = lo, hi
+        n_out += 1
+    return out_lo[:n_out].copy(), out_hi[:n_out].copy()
+
+
+@numba.njit(cache=True)
+def _union_length(a_lo, a_hi, b_lo, b_hi):
+    """The length of the union of two lists of intervals, each in order of start."""
+    i = j = 0
+    lo = hi = -1
+    total = 0
+    while i < a_lo.shape[0] or j < b_lo.shape[0]:
+        if j >= b_lo.shape[0] or (i < a_lo.shape[0] and a_lo[i] <= b_lo[j]):
+            s, e = a_lo[i], a_hi[i]
             i += 1
         else:
-            in_b += 1
+            s, e = b_lo[j], b_hi[j]
             j += 1
-    return len_a, len_b, len_ab
-
-
-_BIG = 2**62
+        if s > hi:
+            total += hi - lo
+            lo, hi = s, e
+        elif e > hi:
+            hi = e
+    return total + hi - lo
 
 
 @numba.njit(cache=True)
@@ -547,27 +653,26 @@ def _capped(hbm_time, hbm_rate, total, at_cap):
     return out
 
 
-def _critical_path(r: TimingResult, releaser: np.ndarray, is_dma: np.ndarray, last_piece: np.ndarray,
-                   prev_piece: np.ndarray) -> tuple[tuple[str, int], ...]:
+def _critical_path(r: TimingResult, releaser: np.ndarray, is_dma: np.ndarray, prev_piece: np.ndarray, k_last: int,
+                   p_last: int) -> tuple[tuple[str, int], ...]:
     """The critical path's ticks by PATH_KINDS (see the module docstring), summing to the total."""
     acc = np.zeros(len(PATH_KINDS), np.int64)
     total = int(r.total_ticks)
     if r.count == 0 or total == 0:
         acc[_OTHER] = total
         return tuple(zip(PATH_KINDS, (int(x) for x in acc)))
-    k_last = int(np.argmax(r.end))  # the instruction that ends last (the first of equals)
-    p_last = int(np.argmax(r.piece_end)) if r.pieces else -1
+    # what ends last: the instruction (the first of equals), or a piece if one ends later
     if p_last >= 0 and r.piece_end[p_last] > r.end[k_last]:
         k_last = -1
     else:
         p_last = -1
-    _walk(acc, total, k_last, p_last, r.avail, r.ready, r.start, r.end, r.first, releaser, is_dma, last_piece,
+    _walk(acc, total, k_last, p_last, r.avail, r.ready, r.start, r.end, r.first, releaser, is_dma, r.piece_ptr,
           r.piece_instr, r.piece_start, r.piece_end, prev_piece, dma_latency_ticks(r.config))
     return tuple(zip(PATH_KINDS, (int(x) for x in acc)))
 
 
 @numba.njit(cache=True)
-def _walk(acc, t, k, p, avail, ready, start, end, first, releaser, is_dma, last_piece, piece_instr,
+def _walk(acc, t, k, p, avail, ready, start, end, first, releaser, is_dma, piece_ptr, piece_instr,
           piece_start, piece_end, prev_piece, latency):
     """Walk the critical path back from instruction k (or piece p, k = -1) ending at t, adding each
     stretch to acc by kind. Every step goes to an item that finished no later, none twice: at most
@@ -597,8 +702,13 @@ def _walk(acc, t, k, p, avail, ready, start, end, first, releaser, is_dma, last_
         t = ready[k]
         r = releaser[k]
         if t > avail[k] and r >= 0:  # released by a semaphore update
-            if is_dma[r] and last_piece[r] >= 0:
-                p = last_piece[r]
+            last = -1  # a dma_copy's piece that ended last (the last of equals)
+            if is_dma[r]:
+                for h in range(piece_ptr[r], piece_ptr[r + 1]):
+                    if last < 0 or piece_end[h] >= piece_end[last]:
+                        last = h
+            if last >= 0:
+                p = last
             else:
                 k = r
             continue

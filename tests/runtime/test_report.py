@@ -9,16 +9,32 @@ import dataclasses
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from ncsim import isa
 from ncsim.asm.assembler import assemble_file
 from ncsim.asm.fields import SemOp
 from ncsim.asm.instruction import Instruction
 from ncsim.config import Config
 from ncsim.memory.access import Memory
-from ncsim.runtime.report import PATH_KINDS, THRESHOLD, Report, report
-from ncsim.runtime.timing import ENGINES, time_program
+from ncsim.runtime.report import (
+    _EMPTY,
+    PATH_KINDS,
+    THRESHOLD,
+    Report,
+    _busy,
+    _by_start,
+    _order,
+    _runs,
+    _union_length,
+    report,
+)
+from ncsim.runtime.timing import ENGINES, TimingResult, dma_latency_ticks, time_program
 from tests.engines.harness import Layout, const, make
+from tests.runtime.test_timing import random_program
 
 CFG = Config()
 ROOT = Path(__file__).resolve().parents[2]
@@ -251,3 +267,201 @@ def test_an_empty_program():
     rep = report(time_program({}, CFG))
     check_sums(rep)
     assert rep.total == 0 and rep.verdict.kind == "empty" and "nothing ran" in rep.format()
+
+
+# --------------------------------------------------------------------------- the fast passes against the simple way
+#
+# report() visits the pieces in order of start by merging the runs in which they are already in order
+# (or, past _MERGE_RUNS runs, through a stable argsort) and walks the critical path without a table of
+# each dma_copy's last piece. Here every figure it computes so is computed the simple way instead:
+# everything sorted, then swept, in Python.
+
+def union_length(intervals: list[tuple[int, int]]) -> int:
+    """The length of the union of [start, end) intervals: sorted, then swept."""
+    total, lo, hi = 0, -1, -1
+    for s, e in sorted(intervals):
+        if s > hi:
+            total, lo, hi = total + hi - lo, s, e
+        else:
+            hi = max(hi, e)
+    return total + hi - lo
+
+
+def simple_prev_piece(r: TimingResult) -> list[int]:
+    """The piece each piece's DMA engine took before it, in order of (start, index); -1 if none."""
+    prev, last_on = [-1] * r.pieces, {}
+    for h in np.argsort(r.piece_start, kind="stable").tolist():
+        prev[h] = last_on.get(int(r.piece_engine[h]), -1)
+        last_on[int(r.piece_engine[h])] = h
+    return prev
+
+
+def simple_path(r: TimingResult, prev: list[int]) -> dict[str, int]:
+    """The critical path by the module docstring's rule, step by step."""
+    acc = dict.fromkeys(PATH_KINDS, 0)
+    total = int(r.total_ticks)
+    if r.count == 0 or total == 0:
+        acc["other"] = total
+        return acc
+    releaser: dict[int, int] = {}  # the update each wait needed last (the last edge of equals)
+    for w, s in zip(r.edge_wait.tolist(), r.edge_signal.tolist(), strict=True):
+        if w not in releaser or r.done[s] >= r.done[releaser[w]]:
+            releaser[w] = s
+    latency = dma_latency_ticks(CFG)
+    k, p = int(np.argmax(r.end)), int(np.argmax(r.piece_end)) if r.pieces else -1
+    k, p = (-1, p) if p >= 0 and r.piece_end[p] > r.end[k] else (k, -1)
+    t = total
+    while True:
+        if p >= 0:
+            acc["other"] += t - int(r.piece_end[p])
+            acc["dma data"] += int(r.piece_end[p] - r.piece_start[p])
+            t, k = int(r.piece_start[p]), int(r.piece_instr[p])
+            issued = int(r.start[k]) + latency
+            if t > issued and prev[p] >= 0 and r.piece_end[prev[p]] > issued:
+                p = prev[p]
+                continue
+            acc["other"] += max(t - issued, 0)
+            acc["dma latency"] += min(t, issued) - int(r.start[k])
+            t, p = int(r.start[k]), -1
+        else:
+            acc["other"] += t - int(r.end[k])
+            acc[ENGINES[r.engine[k]]] += int(r.end[k] - r.start[k])
+            t = int(r.start[k])
+        acc["port wait"] += t - int(r.ready[k])
+        t = int(r.ready[k])
+        if t > r.avail[k] and k in releaser:
+            pieces = list(r.pieces_of(releaser[k]))
+            if pieces:
+                p = max(pieces, key=lambda h: (int(r.piece_end[h]), h))  # ended last, the last of equals
+            else:
+                k = releaser[k]
+            continue
+        acc["other"] += t - int(r.avail[k])
+        t = int(r.avail[k])
+        if r.index[k] == 0:
+            acc["other"] += t
+            return acc
+        k -= 1
+
+
+def check_against_the_simple_way(r: TimingResult) -> None:
+    rep = report(r)
+    moved = [(int(s), int(e)) for s, e in zip(r.piece_start, r.piece_end, strict=True) if e > s]
+    busy = [(int(s), int(e)) for s, e in zip(r.start, r.end, strict=True) if e > s]
+    assert (rep.computing, rep.dma_active) == (union_length(busy), union_length(moved))
+    assert rep.computing + rep.moving == union_length(busy + moved)
+    assert rep.dma_piece_ticks == int((r.piece_end - r.piece_start).sum())
+    for d in rep.directions:
+        assert d.moving == union_length([(int(r.piece_start[h]), int(r.piece_end[h])) for h in range(r.pieces)
+                                         if r.piece_end[h] > r.piece_start[h] and d.direction ==
+                                         f"{Memory(int(r.piece_src[h])).label}->{Memory(int(r.piece_dst[h])).label}"])
+    assert rep.transfers == int((r.opcode == isa.BY_MNEMONIC["dma_copy"].opcode).sum()) + rep.tcm_blocks
+    assert [s.instructions for s in rep.engines] == np.diff(r.first).tolist()
+    assert dict(rep.critical_path) == simple_path(r, simple_prev_piece(r))
+    # each body's first instruction, which the report takes from the program
+    assert r.program.body_first.tolist() == np.unique(r.body, return_index=True)[1].tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_random_programs_report_what_the_simple_way_computes(data):
+    check_against_the_simple_way(time_program(random_program(data.draw), CFG))
+
+
+@pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.stem)
+def test_every_program_reports_what_the_simple_way_computes(path):
+    check_against_the_simple_way(time_program(assemble_file(path), CFG, str(path)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_each_way_of_ordering_the_pieces_gives_the_same(data):
+    """The pieces merged from each stream's (if in order), from their ascending runs, or sorted."""
+    r = time_program(random_program(data.draw), CFG)
+    plans = [c.transfer.pieces if c.transfer is not None else () for c in r.body_cost]
+    body_ptr = np.concatenate(([0], np.cumsum([len(ps) for ps in plans]))).astype(np.int64)
+    body_engine = np.array([p.engine for ps in plans for p in ps], np.int64)
+    pairs = sorted({(int(a), int(b)) for a, b in zip(r.piece_src, r.piece_dst, strict=True)})
+    dir_of_body = np.full(len(r.body_cost), -1, np.int64)
+    for b, c in enumerate(r.body_cost):
+        if c.transfer is not None:
+            dir_of_body[b] = pairs.index((int(c.transfer.src), int(c.transfer.dst)))
+    simple = simple_prev_piece(r)
+    ways = ((r.piece_ptr[r.first], _EMPTY), (_runs(r.piece_start, r.pieces + 1), _EMPTY),
+            (np.array([0, r.pieces]), np.argsort(r.piece_start, kind="stable")))
+    for i, (runs, order) in enumerate(ways):
+        prev = np.empty(r.pieces, np.int32)
+        ok, ticks, last, moved, lo, hi = _by_start(runs, order, r.piece_ptr, r.piece_instr, r.body, dir_of_body,
+                                                   len(pairs), body_ptr, body_engine, r.piece_start, r.piece_end, prev)
+        if not ok:  # a stream's pieces out of order of start: only the first way may say so
+            assert i == 0
+            continue
+        assert prev.tolist() == simple and ticks == int((r.piece_end - r.piece_start).sum())
+        assert last == (int(np.argmax(r.piece_end)) if r.pieces else -1)
+        for d, pair in enumerate(pairs):
+            assert moved[d] == union_length([(int(s), int(e)) for s, e, a, b in zip(
+                r.piece_start, r.piece_end, r.piece_src, r.piece_dst, strict=True) if e > s and (a, b) == pair])
+        assert (np.diff(lo) > 0).all() and (lo[1:] > hi[:-1]).all() and (hi > lo).all()  # disjoint, in order
+        assert int((hi - lo).sum()) == union_length([(int(s), int(e)) for s, e in zip(
+            r.piece_start, r.piece_end, strict=True) if e > s])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 30)), max_size=12), max_size=20))
+def test_the_union_of_runs_of_intervals_is_the_union(runs):
+    """_busy merges runs of intervals in order of start (or, past _MERGE_RUNS, sorts them): the union."""
+    starts, ends, bounds = [], [], [0]
+    for run in runs:
+        t = 0
+        for gap, length in run:
+            t += gap
+            starts.append(t)
+            ends.append(t + length)
+        bounds.append(len(starts))
+    start, end = np.array(starts, np.int64), np.array(ends, np.int64)
+    simple = union_length([(s, e) for s, e in zip(starts, ends, strict=True) if e > s])
+    for order in (_order(start), (np.array(bounds, np.int64), _EMPTY)):
+        lo, hi = _busy(*order, start, end)
+        assert int((hi - lo).sum()) == simple
+        assert (lo[1:] > hi[:-1]).all() and (hi > lo).all()
+        other = np.array(sorted(zip(np.r_[lo[::2], starts[:3]], np.r_[hi[::2], ends[:3]])), np.int64).reshape(-1, 2)
+        assert _union_length(lo, hi, other[:, 0], other[:, 1]) == union_length(
+            list(zip(lo.tolist(), hi.tolist(), strict=True)) + [tuple(x) for x in other.tolist()])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2), st.integers(0, 3)), min_size=1, max_size=6),
+                max_size=12), st.integers(1, 3))
+def test_pieces_in_runs_are_visited_in_order_of_start_and_index(copies, streams):
+    """_by_start on made-up pieces, some of them empty and starting together: each piece's predecessor
+    on its DMA engine is the one before it in order of (start, index), however the runs are merged."""
+    bodies = [tuple(e for _, _, e in pieces) for pieces in copies]  # a body per dma_copy: its pieces' engines
+    body_ptr = np.concatenate(([0], np.cumsum([len(b) for b in bodies]))).astype(np.int64)
+    body_engine = np.array([e for b in bodies for e in b], np.int64)
+    piece_ptr = body_ptr.copy()  # dma_copy k is of body k
+    stream_of = [k * streams // max(len(copies), 1) for k in range(len(copies))]
+    clock, starts, ends, instr = [0] * streams, [], [], []
+    for k, pieces in enumerate(copies):  # each stream's pieces in order of start
+        for gap, length, _ in pieces:
+            clock[stream_of[k]] += gap
+            starts.append(clock[stream_of[k]])
+            ends.append(clock[stream_of[k]] + length)
+            instr.append(k)
+    start, end = np.array(starts, np.int64), np.array(ends, np.int64)
+    m = len(starts)
+    runs = np.array([piece_ptr[stream_of.index(s)] if s in stream_of else m for s in range(streams)] + [m], np.int64)
+    engine = body_engine  # piece h is row h
+    simple, last_on = [-1] * m, {}
+    for h in np.argsort(start, kind="stable").tolist():
+        simple[h] = last_on.get(int(engine[h]), -1)
+        last_on[int(engine[h])] = h
+    for runs_, order in ((np.maximum.accumulate(runs), _EMPTY), (np.array([0, m]), np.argsort(start, kind="stable"))):
+        prev = np.empty(m, np.int32)
+        ok, ticks, last, moved, lo, hi = _by_start(runs_, order, piece_ptr, np.array(instr, np.int64),
+                                                   np.arange(len(copies), dtype=np.int64),
+                                                   np.zeros(len(copies), np.int64), 1, body_ptr, body_engine, start,
+                                                   end, prev)
+        assert ok and prev.tolist() == simple and ticks == int((end - start).sum())
+        assert last == (int(np.argmax(end)) if m else -1)
+        assert moved[0] == int((hi - lo).sum()) == union_length([(s, e) for s, e in zip(starts, ends, strict=True)
+                                                                   if e > s])
