@@ -378,3 +378,29 @@ def test_runs_of_many_pieces_leave_out_the_dma_engine_tracks(monkeypatch):
     assert short["traceEvents"] == kept
     assert not [e for e in short["traceEvents"] if e.get("cat") == "dma"]
     check_perfetto(short["traceEvents"], result)
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_events_are_ordered_as_perfetto_reads_them(wide):
+    """_Events.order: by ns, then slices of positive duration (longest first), then everything else
+    by the duration of its slice (longest first), then by `order`, then in order of addition; the
+    numba path and, for keys too wide for it, the lexsort one."""
+    rng = np.random.default_rng(7)
+    ev = trace._Events()
+    rows = []
+    for kind in range(4):
+        n = 400
+        ps = rng.integers(0, 6, n) * 1000 + rng.integers(0, 3, n) * 300  # few distinct ns: many ties
+        dur = rng.integers(0, 4, n)
+        if wide and kind == 3:
+            ps[0], dur[0] = 10**15, 10**10  # (ns + 1) * (2 * top + 1) passes 2**63
+        order = rng.integers(0, 60, n)
+        ev.add(["{}"], [], ps, dur, order, kind % 2 == 0)
+        rows += [(int(p), int(d), kind % 2 == 0, int(o)) for p, d, o in zip(ps, dur, order, strict=True)]
+    top = max(d for _, d, _, _ in rows)
+
+    def key(i):
+        p, d, is_slice, o = rows[i]
+        return trace.perfetto_ns(np.array([p]))[0], top - d if is_slice and d > 0 else 2 * top - d, o, i
+
+    assert ev.order().tolist() == sorted(range(len(rows)), key=key)
