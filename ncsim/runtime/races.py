@@ -601,6 +601,15 @@ def _clocks(first, dma_i, dma_k, d_stream, d_spos, s_ptr, fp_ptr, col_of_stream,
     for g in range(n_sems * n_ch):
         for x in range(g_ptr[g + 1] - 2, g_ptr[g] - 1, -1):
             g_key[x] = min(g_key[x], g_key[x + 1])
+    # The (semaphore, chain) lists that are not empty, by semaphore: their g.
+    sg_ptr = np.zeros(n_sems + 1, np.int64)
+    sg = np.empty(n_sems * n_ch, np.int64)
+    for sem in range(n_sems):
+        sg_ptr[sem + 1] = sg_ptr[sem]
+        for uc in range(n_ch):
+            if g_ptr[sem * n_ch + uc + 1] > g_ptr[sem * n_ch + uc]:
+                sg[sg_ptr[sem + 1]] = sem * n_ch + uc
+                sg_ptr[sem + 1] += 1
     # The edges of each waiting instruction, in its order: the releaser's node and the semaphore.
     w_ptr = np.zeros(n + 1, np.int32)
     for e in range(edge_wait.shape[0]):
@@ -633,7 +642,9 @@ def _clocks(first, dma_i, dma_k, d_stream, d_spos, s_ptr, fp_ptr, col_of_stream,
     # A node's predecessors of other chains; where each waiting chain last found the acquired update of
     # each (semaphore, chain): the bounds of one waiting chain mostly grow, so the next search gallops
     # from there.
-    pred = np.empty(most * (n_ch + 1) + 1, np.int64)
+    # A chain's head's predecessors are kept while the chain waits for them.
+    pred = np.empty((n_ch, most * (n_ch + 1) + 1), np.int64)
+    pend = np.full(n_ch, -1, np.int64)  # how many, -1 if not found yet
     hint = np.full(n_ch * n_sems * n_ch, -1, np.int64)
     for c0 in range(n_ch):
         st_ch[0] = c0
@@ -647,22 +658,30 @@ def _clocks(first, dma_i, dma_k, d_stream, d_spos, s_ptr, fp_ptr, col_of_stream,
                 top -= 1
                 continue
             p = head[c]
-            n_pred = 0
+            n_pred = pend[c]
             if c < n_eng:
                 node = p
                 k = p
+            else:
+                i = s_list[s_ptr[c - n_eng] + p]
+                node = n + i
+                k = dma_k[i]
+            if n_pred >= 0:
+                pass
+            elif c < n_eng:
+                n_pred = 0
                 bound = 2 * ready[k] + 1
                 for x in range(w_ptr[k], w_ptr[k + 1]):
-                    pred[n_pred] = w_sig[x]
+                    pred[c, n_pred] = w_sig[x]
                     n_pred += 1
                     sem = w_sem[x]
-                    base = sem * n_ch
-                    for uc in range(n_ch):
-                        g0 = g_ptr[base + uc]
-                        g1 = g_ptr[base + uc + 1]
-                        if g0 == g1 or g_key[g0] >= bound:
+                    for y in range(sg_ptr[sem], sg_ptr[sem + 1]):
+                        g = sg[y]
+                        g0 = g_ptr[g]
+                        g1 = g_ptr[g + 1]
+                        if g_key[g0] >= bound:
                             continue
-                        hx = (c * n_sems + sem) * n_ch + uc
+                        hx = c * n_sems * n_ch + g
                         lo = hint[hx]
                         if lo < g0 or g_key[lo] >= bound:
                             lo = g0
@@ -679,19 +698,19 @@ def _clocks(first, dma_i, dma_k, d_stream, d_spos, s_ptr, fp_ptr, col_of_stream,
                             else:
                                 hi = mid
                         hint[hx] = lo
-                        pred[n_pred] = g_node[lo]
-                        n_pred += 1
+                        if g_node[lo] != pred[c, n_pred - 1]:  # often the releaser itself
+                            pred[c, n_pred] = g_node[lo]
+                            n_pred += 1
+                pend[c] = n_pred
             else:
-                i = s_list[s_ptr[c - n_eng] + p]
-                node = n + i
-                k = dma_k[i]
-                pred[0] = k  # its issue
+                pred[c, 0] = k  # its issue
                 n_pred = 1
+                pend[c] = 1
             # a predecessor still ahead in its chain: process that chain up to it first
             need = -1
             for x in range(n_pred):
-                if not complete[pred[x]]:
-                    need = pred[x]
+                if not complete[pred[c, x]]:
+                    need = pred[c, x]
                     break
             if need >= 0:
                 if head[c] >= st_to[top - 1]:  # past what was asked of it: back to the chain that asked
@@ -710,7 +729,7 @@ def _clocks(first, dma_i, dma_k, d_stream, d_spos, s_ptr, fp_ptr, col_of_stream,
             for j in range(n_cols):
                 acc_j = cur[c, j]
                 for x in range(n_pred):
-                    acc_j = max(acc_j, clock[pred[x], j])
+                    acc_j = max(acc_j, clock[pred[c, x], j])
                 cur[c, j] = acc_j
                 clock[node, j] = acc_j
             cc = col_of_stream[c]
@@ -719,6 +738,7 @@ def _clocks(first, dma_i, dma_k, d_stream, d_spos, s_ptr, fp_ptr, col_of_stream,
                 clock[node, cc] = k
             complete[node] = True
             head[c] += 1
+            pend[c] = -1
     return clock, True
 
 
@@ -1000,13 +1020,18 @@ class _Exact:
 
     def __init__(self, result: TimingResult):
         self.r = result
-        body = result.body
         self.rep = {}  # body -> (first instruction, its access patterns by footprint row)
-        if len(body):
-            bodies, firsts = np.unique(body, return_index=True)
-            self.rep_k = dict(zip(bodies.tolist(), firsts.tolist()))
-        else:
-            self.rep_k = {}
+        self._rep_k: dict[int, int] | None = None
+
+    @property
+    def rep_k(self) -> dict[int, int]:
+        """body -> its first instruction; found when the first candidate is checked (a sort of every
+        instruction's body, which a run without candidates does not pay for)."""
+        if self._rep_k is None:
+            body = self.r.body
+            bodies, firsts = np.unique(body, return_index=True) if len(body) else ([], [])
+            self._rep_k = dict(zip(np.asarray(bodies).tolist(), np.asarray(firsts).tolist()))
+        return self._rep_k
 
     def _patterns(self, b: int) -> tuple[int, list[AccessPattern] | None]:
         if b not in self.rep:
