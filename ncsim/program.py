@@ -386,9 +386,13 @@ class Program:
         first is in a column."""
         tab = _tables()
         ks = np.arange(self.count, dtype=np.int64) if ks is None else np.asarray(ks, np.int64)
-        return _encode(ks, self.opcode, self.body, self.body_words, self.body_pos, self.wait_ptr, self.wait_sem,
-                       self.wait_op, self.wait_value, self.signal_ptr, self.signal_sem, self.signal_op,
-                       self.signal_value, self.ap_ptr, self.ap_value, tab.fixed_words, tab.ap_off, tab.sem_operand)
+        pos = np.empty(len(ks), np.int64)
+        total = _encoded_sizes(ks, self.opcode, self.wait_ptr, self.signal_ptr, tab.fixed_words, tab.sem_operand, pos)
+        words = np.empty(total, np.uint64)  # numpy's (huge pages), every word written
+        _encode(ks, pos, words, self.opcode, self.body, self.body_words, self.body_pos, self.wait_ptr, self.wait_sem,
+                self.wait_op, self.wait_value, self.signal_ptr, self.signal_sem, self.signal_op, self.signal_value,
+                self.ap_ptr, self.ap_value, tab.fixed_words, tab.ap_off, tab.sem_operand)
+        return words, pos
 
     def prefix(self, counts: Sequence[int]) -> Program:
         """The program of the first counts[e] instructions of each stream e."""
@@ -411,8 +415,10 @@ class Program:
         obj = ObjectFile(kernel=self.kernel, files=list(self.files), tensors=list(self.tensors), gpsimd=list(self.gpsimd),
                          semaphores=dict(self.semaphores))
         words, pos = self.encoded()
+        words.flags.writeable = False
         word_first = np.append(pos, len(words))[self.first]  # stream e's first word (the last: the end)
-        obj.streams = {e: words[word_first[i]:word_first[i + 1]].tobytes() for i, e in enumerate(ENGINES)}
+        obj.streams = {e: memoryview(words[word_first[i]:word_first[i + 1]].view(np.uint8)).toreadonly()
+                       for i, e in enumerate(ENGINES)}  # views of the words, as the assembler's object has
         for i, e in enumerate(ENGINES):
             lo, hi = int(self.first[i]), int(self.first[i + 1])
             obj.lines[e] = LineTable(self.src_file[lo:hi], self.src_line[lo:hi], self.src_col[lo:hi])
@@ -584,21 +590,26 @@ def _tables() -> _Tables:
 # --------------------------------------------------------------------------- numba kernels
 
 @numba.njit(cache=True)
-def _encode(ks, opcode, body, body_words, body_pos, wptr, wsem, wop, wval, sptr, ssem, sop, sval, ap_ptr, ap_value,
-            fixed_words, ap_off, sem_operand):
-    """Instructions ks encoded from the columns (the inverse of _read): each body's first instruction's
-    fixed words, the header's counts and size, the patterns' values and sem_wait's / sem_signal's
-    operand written in, then the waits and signals. Returns (words, pos)."""
-    m = ks.shape[0]
-    pos = np.empty(m, np.int64)
+def _encoded_sizes(ks, opcode, wptr, sptr, fixed_words, sem_operand, pos):
+    """Where each of instructions ks starts (pos, in words) when they are encoded back to back; returns
+    the words they take."""
     total = 0
-    for i in range(m):
+    for i in range(ks.shape[0]):
         k = ks[i]
         pos[i] = total
         op = np.int64(opcode[k])
         extra = 1 if sem_operand[op] != 0 else 0
         total += fixed_words[op] + (wptr[k + 1] - wptr[k]) + (sptr[k + 1] - sptr[k]) - extra
-    words = np.zeros(total, np.uint64)
+    return total
+
+
+@numba.njit(cache=True)
+def _encode(ks, pos, words, opcode, body, body_words, body_pos, wptr, wsem, wop, wval, sptr, ssem, sop, sval, ap_ptr,
+            ap_value, fixed_words, ap_off, sem_operand):
+    """Instructions ks encoded from the columns into `words`, ks[i] at word pos[i] (the inverse of
+    _read): each body's first instruction's fixed words, the header's counts and size, the patterns'
+    values and sem_wait's / sem_signal's operand written in, then the waits and signals."""
+    m = ks.shape[0]
     b = words.view(np.uint8)
     for i in range(m):
         k = ks[i]
@@ -638,7 +649,6 @@ def _encode(ks, opcode, body, body_words, body_pos, wptr, wsem, wop, wval, sptr,
             o = p * 8 + off + 8
             for c in range(8):
                 b[o + c] = np.uint8((v >> (8 * c)) & 0xFF)
-    return words, pos
 
 
 @numba.njit(inline="always")
