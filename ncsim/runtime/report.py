@@ -442,27 +442,28 @@ def _instructions(first, body, body_dma, avail, ready, start, end, done, edge_wa
     counts = np.zeros(body_dma.shape[0], np.int64)
     is_dma = np.empty(n, np.bool_)
     passes_on = np.empty(n, np.bool_)
-    releaser = np.full(n, -1, np.int64)
+    releaser = np.full(n, -1, np.int32)  # instruction numbers fit (so do races' vector clocks)
+    sums = np.zeros((first.shape[0] - 1, 4), np.int64)
     k_last = -1
-    for k in range(n):
-        counts[body[k]] += 1
-        is_dma[k] = body_dma[body[k]]
-        if k_last < 0 or end[k] > end[k_last]:
-            k_last = k
-        sem = ready[k] - avail[k]
-        passes_on[k] = sem > 0 and sem >= end[k] - start[k]
+    for e in range(first.shape[0] - 1):
+        for k in range(first[e], first[e + 1]):
+            counts[body[k]] += 1
+            is_dma[k] = body_dma[body[k]]
+            if k_last < 0 or end[k] > end[k_last]:
+                k_last = k
+            busy, sem = end[k] - start[k], ready[k] - avail[k]
+            passes_on[k] = sem > 0 and sem >= busy
+            sums[e, 0] += busy
+            sums[e, 1] += sem
+            sums[e, 2] += start[k] - ready[k]
     for i in range(edge_wait.shape[0]):
         w = edge_wait[i]
         s = edge_signal[i]
         if releaser[w] < 0 or done[s] >= done[releaser[w]]:
             releaser[w] = s
     cause = _causes(releaser, is_dma, passes_on)
-    sums = np.zeros((first.shape[0] - 1, 4), np.int64)
     for e in range(first.shape[0] - 1):
         for k in range(first[e], first[e + 1]):
-            sums[e, 0] += end[k] - start[k]
-            sums[e, 1] += ready[k] - avail[k]
-            sums[e, 2] += start[k] - ready[k]
             if cause[k] == _DMA_CAUSE:
                 sums[e, 3] += ready[k] - avail[k]
     return counts, releaser, is_dma, sums, k_last
@@ -730,7 +731,7 @@ def _causes(releaser, is_dma, passes_on):
     as long as it was busy (passes_on) passes on its own cause. Memoised along each chain: O(n)."""
     n = releaser.shape[0]
     cause = np.zeros(n, np.int8)
-    path = np.empty(n, np.int64)
+    path = np.empty(n, np.int32)
     for k in range(n):
         if releaser[k] < 0 or cause[k] != 0:
             continue
