@@ -69,7 +69,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -254,7 +254,7 @@ def live_bytes(result: TimingResult, memory: Memory, tr: Transfers | None = None
     return times[keep], level[keep]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _live_segments(by_time, i0, i1, j0, j1, n_j, begin, finish, pure_write):
     """The values of live_bytes: footprint f covers the cells (partition band i, byte interval j) of
     [i0[f], i1[f]) x [j0[f], j1[f]); its entries, in order of time (by_time: start, then instruction),
@@ -764,6 +764,20 @@ def _chunks(result: TimingResult, obj: ObjectFile | None, buffers: int = 1):
 
     # Tracks: engines, then DMA queue lanes, then DMA engines.
     tr = transfers(result)
+    # The live-bytes counters are worked out in a second thread meanwhile (numpy's sorts and the numba
+    # kernel release the GIL); they are added last.
+    with ThreadPoolExecutor(1) as pool:
+        live = [(memory, pool.submit(live_bytes, result, memory, tr)) for memory in (Memory.SBUF, Memory.PSUM)
+                if np.any(result.fp_memory == int(memory))]
+        yield from _events(result, full, pieces, tr, live, buffers)
+    yield b"\n]}\n"
+
+
+def _events(result: TimingResult, full: bool, pieces: bool, tr: Transfers, live: list,
+            buffers: int) -> Iterator[bytes | np.ndarray]:
+    """The track metadata and the events of _chunks; `live`: (memory, future of its live_bytes)."""
+    hz = result.config.tick_hz
+    n = result.count
     tr_ps0, tr_ps1 = ticks_to_ps(tr.start, hz), ticks_to_ps(tr.end, hz)
     tr_ns0, tr_ns1 = perfetto_ns(tr_ps0), perfetto_ns(tr_ps1)
     tr_lane = lanes(tr.queue, tr_ns0, tr_ns1)
@@ -879,15 +893,12 @@ def _chunks(result: TimingResult, obj: ObjectFile | None, buffers: int = 1):
     gbs = np.asarray(h_rate, float) * (hz / 1e9)
     ev.add(['{"name":"HBM bandwidth","ph":"C","ts":', (_FIX6, 0), f',"pid":{PID},"args":{{"GB/s":', (_STR, 1), "}}"],
            [h_ps, _floats(gbs, ev)], h_ps, 0, last, False)
-    for memory in (Memory.SBUF, Memory.PSUM):
-        if not np.any(result.fp_memory == int(memory)):
-            continue
-        times, level = live_bytes(result, memory, tr)
+    for memory, future in live:
+        times, level = future.result()
         c_ps = ticks_to_ps(times, hz)
         ev.add([f'{{"name":"{memory.name} live bytes","ph":"C","ts":', (_FIX6, 0),
                 f',"pid":{PID},"args":{{"bytes":', (_INT, 1), "}}"], [c_ps, level], c_ps, 0, last + 1, False)
 
     yield from ev.render(ev.order(), buffers)
-    yield b"\n]}\n"
 
 
