@@ -46,19 +46,24 @@ Determinism: that order is total (time, then fixed keys, then order of construct
 fixed formats, and nothing depends on the host (no host times, no absolute paths: source places are
 the paths the object recorded; ASCII output). Two runs of the same program give identical bytes.
 
-Size and speed (measured on the project's 2-core machine, host CPU time). The lines are rendered
-by a numba kernel from integer columns and a table of strings (see _Events); what stays in Python
-is per distinct value (places, formulas, rates) and, up to FULL_ARGS_MAX instructions, the `asm`
-and `cost` of every instruction slice (about 3 us each). Beyond FULL_ARGS_MAX the instruction
-slices leave those two out, and otherData's "args" says so. About 900 bytes per instruction with
-them (650 without) and 190 per DMA piece. programs/giou.s (560 instructions, 768 pieces): 0.5 MB
-in 0.01 s; the tiled matmul of tools/bench_timing.py with --blocks 168 (99 520 instructions, all
-args): 95 MB in 1.2 s; --blocks 170 (100 704 instructions, 196 864 pieces): 72 MB in 0.35 s; its
-default (303 168 instructions, 590 848 pieces): 218 MB in 1.0 s (was 290 MB in 7.8 s, with asm and
-cost); --million: 722 MB in 4.9 s. Source places come from the timed program's source columns (one
-lookup per distinct place). The text of each instruction is made from the program's arrays
-(`result.instruction(k)`): once per body and distinct value of its constants, the rest filled in
-from the footprints and semaphore columns. ui.perfetto.dev
+Size and speed. The lines are rendered by a numba kernel (_render) from integer columns and a table
+of strings (see _Events), copying strings 8 bytes at a time; the events are put in order by a counting
+sort and one stable sort of a single key (_event_order); write_trace writes each chunk in a second
+thread while the next is rendered, and the live-bytes counters are worked out in a second thread while
+the other columns are built. What stays in Python is per distinct value (places, formulas, rates)
+and, up to FULL_ARGS_MAX instructions, the `asm` and `cost` of every instruction slice (about 3 us
+each). Beyond FULL_ARGS_MAX the instruction slices leave those two out, and beyond DMA_PIECES_MAX
+pieces there are no DMA engine tracks; otherData's "args" and "dma" say so. Bytes: about 330 per
+instruction slice without asm and cost (with a source line of 40 characters), 160 per DMA piece,
+220 per transfer, 93 per flow event (two per semaphore edge), 87 per counter point.
+programs/giou.s (560 instructions, 768 pieces): 0.5 MB in 0.02 s. tools/bench_pipeline.py at
+10^5 (100,384 instructions, 661,504 pieces, all kept): 181 MB in 0.6-0.8 s of CPU. At 10^6
+(999,616 instructions, 6,585,856 pieces): 777 MB (819 MB with the benchmark's longer path), in
+2.8-4 s where it took 14.8-15 s and made 1,750-1,870 MB before DMA_PIECES_MAX and this kernel (on
+the shared 2-core machine, busy: old and new alternating in one process). Source places come from
+the timed program's source columns (one lookup per distinct place). The text of each instruction is
+made from the program's arrays (`result.instruction(k)`): once per body and distinct value of its
+constants, the rest filled in from the footprints and semaphore columns. ui.perfetto.dev
 loads a JSON trace into the browser's memory and struggles beyond a few hundred MB
 (`LARGE_TRACE_BYTES`, compare with what write_trace returns): for such runs use --timeline, or
 Perfetto's trace_processor.
