@@ -360,10 +360,10 @@ def report(result: TimingResult) -> Report:
     body_engine = np.array([p.engine for ps in plans for p in ps], np.int64)
 
     # Per piece, in order of start: the time some piece of each direction moved, all of them did,
-    # the DMA engines' time, and each piece's predecessor on its DMA engine (the critical path's).
-    prev_piece = np.empty(r.pieces, np.int32 if r.pieces < 2**31 else np.int64)
+    # the DMA engines' time, and the piece each piece waited for (the critical path's).
+    waited_for = np.empty(r.pieces, np.int32 if r.pieces < 2**31 else np.int64)
     args = (r.piece_ptr, r.piece_instr, r.body, dir_of_body, len(pairs), body_ptr, body_engine, r.piece_start,
-            r.piece_end, prev_piece)
+            r.piece_end, r.start, dma_latency_ticks(cfg), waited_for)
     ok, piece_ticks, p_last, moved, b_start, b_end = _by_start(r.piece_ptr[r.first], _EMPTY, *args)
     if not ok:  # the pieces of some stream's dma_copy instructions are not in order of start
         ok, piece_ticks, p_last, moved, b_start, b_end = _by_start(*_order(r.piece_start), *args)
@@ -399,7 +399,7 @@ def report(result: TimingResult) -> Report:
         queues=queues, dma_engines_used=dma_engines_used, dma_bytes=dma_bytes, dma_piece_ticks=int(piece_ticks),
         dma_active=dma_active, chunk_efficiency=eff_num / eff_den if eff_den else 1.0, hbm_bytes=hbm_bytes,
         hbm_capped=capped, flops=flops, fp32_matmuls=fp32, computing=computing, moving=both - computing,
-        latency=total - both, critical_path=_critical_path(r, releaser, is_dma, prev_piece, k_last, p_last),
+        latency=total - both, critical_path=_critical_path(r, releaser, is_dma, waited_for, k_last, p_last),
         verdict=Verdict("empty", None, ""), gpsimd_cores=gpsimd_cores, tcm_blocks=int(blocks[0] + blocks[2]))
     return replace(rep, verdict=verdict(rep))
 
@@ -504,13 +504,15 @@ def _next_run(runs, head, order, keys):
 
 @numba.njit(cache=True)
 def _by_start(runs, order, piece_ptr, piece_instr, body, dir_of_body, n_dir, body_ptr, body_engine, piece_start,
-              piece_end, prev_piece):
-    """Visit the pieces in order of (start, index), merging `runs` (see _order). Fills prev_piece
-    (the piece its DMA engine took before each, -1 if none) and returns (ok, ticks, p_last, moved,
-    union_start, union_end): ok is False, and the rest undone, if a run is not in order of start
-    after all; the pieces' durations summed; the piece that ends last (the first of equals; -1 if
-    none); for each direction d < n_dir the length of the union of the intervals of its pieces that
-    moved data, and the union of all of them as disjoint intervals, in order."""
+              piece_end, start, latency, waited_for):
+    """Visit the pieces in order of (start, index), merging `runs` (see _order). Fills waited_for:
+    the piece its DMA engine took before each (its predecessor) if the piece started after it was
+    ready (its dma_copy's start + latency) and the predecessor ended after that, else -1 (what the
+    critical path's walk follows). Returns (ok, ticks, p_last, moved, union_start, union_end): ok
+    is False, and the rest undone, if a run is not in order of start after all; the pieces'
+    durations summed; the piece that ends last (the first of equals; -1 if none); for each
+    direction d < n_dir the length of the union of the intervals of its pieces that moved data, and
+    the union of all of them as disjoint intervals, in order."""
     m = piece_start.shape[0]
     ordered = order.shape[0] > 0
     n_runs = runs.shape[0] - 1
@@ -520,7 +522,8 @@ def _by_start(runs, order, piece_ptr, piece_instr, body, dir_of_body, n_dir, bod
         for j in range(n_runs):
             k_of[j] = np.searchsorted(piece_ptr, runs[j], side="right") - 1
     before = np.full(n_runs, -_BIG, np.int64)  # the start of each run's previous piece
-    last_on = np.full(body_engine.max() + 1 if body_engine.shape[0] else 1, -1, np.int64)
+    last_on = np.full(body_engine.max() + 1 if body_engine.shape[0] else 1, -1, np.int64)  # per DMA engine
+    end_on = np.zeros(last_on.shape[0], np.int64)  # the end of its last_on
     lo = np.full(n_dir, -1, np.int64)  # the interval of the union being built, per direction
     hi = np.full(n_dir, -1, np.int64)
     moved = np.zeros(n_dir, np.int64)
@@ -536,8 +539,8 @@ def _by_start(runs, order, piece_ptr, piece_instr, body, dir_of_body, n_dir, bod
         if j < 0:
             break
         i, stop, k, prior = head[j], runs[j + 1], k_of[j], before[j]
-        k_end = base = d = -1  # the end of dma_copy k's pieces; its body's first row in body_engine, less
-        # piece_ptr[k]; its direction
+        k_end = base = d = ready = -1  # the end of dma_copy k's pieces; its body's first row in body_engine,
+        # less piece_ptr[k]; its direction; when its pieces were ready
         while i < stop:
             h = order[i] if ordered else i
             s = piece_start[h]
@@ -557,9 +560,11 @@ def _by_start(runs, order, piece_ptr, piece_instr, body, dir_of_body, n_dir, bod
                 k_end = piece_ptr[k + 1]
                 base = body_ptr[body[k]] - piece_ptr[k]
                 d = dir_of_body[body[k]]
+                ready = start[k] + latency
             de = body_engine[base + h]
-            prev_piece[h] = last_on[de]
+            waited_for[h] = last_on[de] if s > ready and last_on[de] >= 0 and end_on[de] > ready else -1
             last_on[de] = h
+            end_on[de] = e
             ticks += e - s
             if e > e_last or (e == e_last and h < p_last):
                 p_last, e_last = h, e
@@ -654,7 +659,7 @@ def _capped(hbm_time, hbm_rate, total, at_cap):
     return out
 
 
-def _critical_path(r: TimingResult, releaser: np.ndarray, is_dma: np.ndarray, prev_piece: np.ndarray, k_last: int,
+def _critical_path(r: TimingResult, releaser: np.ndarray, is_dma: np.ndarray, waited_for: np.ndarray, k_last: int,
                    p_last: int) -> tuple[tuple[str, int], ...]:
     """The critical path's ticks by PATH_KINDS (see the module docstring), summing to the total."""
     acc = np.zeros(len(PATH_KINDS), np.int64)
@@ -668,13 +673,13 @@ def _critical_path(r: TimingResult, releaser: np.ndarray, is_dma: np.ndarray, pr
     else:
         p_last = -1
     _walk(acc, total, k_last, p_last, r.avail, r.ready, r.start, r.end, r.first, releaser, is_dma, r.piece_ptr,
-          r.piece_instr, r.piece_start, r.piece_end, prev_piece, dma_latency_ticks(r.config))
+          r.piece_instr, r.piece_start, r.piece_end, waited_for, dma_latency_ticks(r.config))
     return tuple(zip(PATH_KINDS, (int(x) for x in acc)))
 
 
 @numba.njit(cache=True)
 def _walk(acc, t, k, p, avail, ready, start, end, first, releaser, is_dma, piece_ptr, piece_instr,
-          piece_start, piece_end, prev_piece, latency):
+          piece_start, piece_end, waited_for, latency):
     """Walk the critical path back from instruction k (or piece p, k = -1) ending at t, adding each
     stretch to acc by kind. Every step goes to an item that finished no later, none twice: at most
     n + m steps."""
@@ -683,11 +688,10 @@ def _walk(acc, t, k, p, avail, ready, start, end, first, releaser, is_dma, piece
             acc[_OTHER] += t - piece_end[p]
             acc[_DATA] += piece_end[p] - piece_start[p]
             t = piece_start[p]
-            k = piece_instr[p]
-            q = prev_piece[p]
-            if t > start[k] + latency and q >= 0 and piece_end[q] > start[k] + latency:
-                p = q
+            if waited_for[p] >= 0:  # its DMA engine's previous piece, still moving when it was ready
+                p = waited_for[p]
                 continue
+            k = piece_instr[p]
             acc[_OTHER] += max(t - (start[k] + latency), 0)
             acc[_LATENCY] += min(t, start[k] + latency) - start[k]
             t = start[k]

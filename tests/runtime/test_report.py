@@ -386,13 +386,18 @@ def test_each_way_of_ordering_the_pieces_gives_the_same(data):
     for b, c in enumerate(r.body_cost):
         if c.transfer is not None:
             dir_of_body[b] = pairs.index((int(c.transfer.src), int(c.transfer.dst)))
-    simple = simple_prev_piece(r)
+    latency = dma_latency_ticks(CFG)
+    simple = []  # the predecessor if the piece waited for it (started after it was ready, which it ended after)
+    for h, q in enumerate(simple_prev_piece(r)):
+        ready = int(r.start[r.piece_instr[h]]) + latency
+        simple.append(q if r.piece_start[h] > ready and q >= 0 and r.piece_end[q] > ready else -1)
     ways = ((r.piece_ptr[r.first], _EMPTY), (_runs(r.piece_start, r.pieces + 1), _EMPTY),
             (np.array([0, r.pieces]), np.argsort(r.piece_start, kind="stable")))
     for i, (runs, order) in enumerate(ways):
         prev = np.empty(r.pieces, np.int32)
         ok, ticks, last, moved, lo, hi = _by_start(runs, order, r.piece_ptr, r.piece_instr, r.body, dir_of_body,
-                                                   len(pairs), body_ptr, body_engine, r.piece_start, r.piece_end, prev)
+                                                   len(pairs), body_ptr, body_engine, r.piece_start, r.piece_end,
+                                                   r.start, latency, prev)
         if not ok:  # a stream's pieces out of order of start: only the first way may say so
             assert i == 0
             continue
@@ -434,7 +439,8 @@ def test_the_union_of_runs_of_intervals_is_the_union(runs):
                 max_size=12), st.integers(1, 3))
 def test_pieces_in_runs_are_visited_in_order_of_start_and_index(copies, streams):
     """_by_start on made-up pieces, some of them empty and starting together: each piece's predecessor
-    on its DMA engine is the one before it in order of (start, index), however the runs are merged."""
+    on its DMA engine is the one before it in order of (start, index), however the runs are merged
+    (every piece made ready long before it starts, and after the predecessor's end: it waited for it)."""
     bodies = [tuple(e for _, _, e in pieces) for pieces in copies]  # a body per dma_copy: its pieces' engines
     body_ptr = np.concatenate(([0], np.cumsum([len(b) for b in bodies]))).astype(np.int64)
     body_engine = np.array([e for b in bodies for e in b], np.int64)
@@ -460,7 +466,7 @@ def test_pieces_in_runs_are_visited_in_order_of_start_and_index(copies, streams)
         ok, ticks, last, moved, lo, hi = _by_start(runs_, order, piece_ptr, np.array(instr, np.int64),
                                                    np.arange(len(copies), dtype=np.int64),
                                                    np.zeros(len(copies), np.int64), 1, body_ptr, body_engine, start,
-                                                   end, prev)
+                                                   end, np.full(len(copies), -10, np.int64), 0, prev)
         assert ok and prev.tolist() == simple and ticks == int((end - start).sum())
         assert last == (int(np.argmax(end)) if m else -1)
         assert moved[0] == int((hi - lo).sum()) == union_length([(s, e) for s, e in zip(starts, ends, strict=True)
