@@ -377,6 +377,10 @@ class _Flat:
     body_piece_ptr: np.ndarray  # per body (CSR into piece_table)
     piece_table: np.ndarray  # [row, (engine, queue, bytes, hbm bytes, src, dst)] int64
     piece_cap: np.ndarray  # [row] bytes per tick a piece moves on its own
+    row_next: np.ndarray  # [row] the next row of its body on the same DMA engine, or -1
+    body_de_row: np.ndarray  # [body x DMA engines + DMA engine] the body's first row on that DMA engine, or -1
+    body_q_ptr: np.ndarray  # per body (CSR into body_q): the DMA queue numbers its pieces use
+    body_q: np.ndarray
 
 
 _BODY_COLUMNS = ("kind", "ticks", "overhead_ticks", "tiny", "start_ticks", "issue_ticks", "load_stationary_ticks",
@@ -414,8 +418,27 @@ def _flatten(prog: Program, config: Config) -> _Flat:
         body_piece_ptr[i + 1] = len(rows)
     piece_table = np.array(rows, np.int64).reshape(len(rows), 6)
     piece_ptr = np.concatenate(([0], np.cumsum(np.diff(body_piece_ptr)[body]))).astype(np.int64)
+    # How the scheduler finds a body's pieces by DMA engine and queue.
+    row_next = np.full(len(rows), -1, np.int64)
+    body_de_row = np.full(len(costs) * config.dma_engines, -1, np.int64)
+    body_q_ptr = np.zeros(len(costs) + 1, np.int64)
+    body_q: list[int] = []
+    for i in range(len(costs)):
+        last: dict[int, int] = {}
+        queues: list[int] = []
+        for row in range(int(body_piece_ptr[i]), int(body_piece_ptr[i + 1])):
+            de, q = rows[row][0], rows[row][1]
+            if de in last:
+                row_next[last[de]] = row
+            else:
+                body_de_row[i * config.dma_engines + de] = row
+            last[de] = row
+            if q not in queues:
+                queues.append(q)
+        body_q += queues
+        body_q_ptr[i + 1] = len(body_q)
     return _Flat(body, dependent, costs, body_opcode, table, sems, fp, piece_ptr, body_piece_ptr, piece_table,
-                 np.array(caps, np.float64))
+                 np.array(caps, np.float64), row_next, body_de_row, body_q_ptr, np.array(body_q, np.int64))
 
 
 # --------------------------------------------------------------------------- the scheduler
@@ -438,10 +461,11 @@ _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 @numba.njit(cache=True, _nrt=False)
 def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop, sval,
-              piece_ptr, body_piece_ptr, piece_table, piece_cap, latency, hbm_cap, hist_ptr,
+              piece_ptr, body_piece_ptr, piece_table, piece_cap, piece_hbm, row_next, body_de_row, body_q_ptr,
+              body_q, latency, hbm_cap, hist_ptr,
               avail, ready, start, end, done, extra, flags, p_start, p_end, e_sig, e_wait, e_sem, h_time, h_rate,
-              pc, head, inflight, last_end, last_dur, holder, sems, hist_fill, hist_after, hist_k, mono, completed,
-              q_head, q_tail, q_ready, fifo_k, fifo_row, qbits, moving, queued, n_queued_de, rr, wake,
+              pc, head, checked, inflight, last_end, last_dur, holder, sems, hist_fill, hist_after, hist_k, mono, completed,
+              fifo, fifo_tail, cur, cur_row, q_ready, qbits, moving, queued, n_queued_de, rr, wake,
               a_k, a_h, a_row, a_rem, a_rate, a_upd, a_end, a_hbm, order, counts):
     """The event loop. At each instant, in this order: DMA pieces finish (by DMA engine), engine
     instructions finish (by engine), instructions start (earliest ready first, ties by engine; until
@@ -464,17 +488,24 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
     - every instruction starts and every piece moves in a run that finishes (one that does not
       raises), so the output arrays are not filled beforehand; a small per-engine state says whether
       the instruction at an engine's head has its avail and ready times yet.
-    Per piece it writes only its start and end: a DMA queue is a first-in-first-out run of (dma_copy,
-    piece row) slots (each queue owns as many slots as it has pieces in the program, so it never wraps), and a
-    piece's instruction and row are computed when read (TimingResult.piece_instr)."""
+    Per piece it writes only its start and end. The queues hold dma_copy instructions, not pieces:
+    queue number q is one list of the dma_copy instructions issued on it (_State.fifo), which each
+    DMA engine walks with its own cursor (the pieces of a dma_copy are its body's rows of the piece
+    table, found through body_de_row and row_next). A piece's instruction and row are computed when
+    read (TimingResult.piece_instr, piece_engine, ...). Measured on tools/bench_pipeline.py's 10^6
+    program (6.6 M pieces): time_program's peak memory 362 MiB with a piece's instruction, row and
+    queue link stored per piece, 203 MiB now."""
     n_eng = first.shape[0] - 1
     n_dma = a_k.shape[0]
-    n_queues = q_head.shape[0] // n_dma
+    n_queues = q_ready.shape[0] // n_dma
     n_edges = 0
     n_h = 0
     n_completed = 0
     n_queued = 0
     dma_next = _INF  # the earliest a_end of the pieces moving
+    dma_wake = _INF  # the earliest wake of the DMA engines that have queued pieces and move none
+    dma_dirty = False  # the DMA engines' state changed at this instant: dma_next and dma_wake are stale
+    version = 0  # semaphore updates applied so far
     qwords = (n_queues + 63) // 64
     dwords = moving.shape[0]
 
@@ -494,6 +525,7 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                         continue
                     p_end[a_h[de]] = t
                     moving[w] &= ~(_ONE << np.uint64(de & 63))
+                    dma_dirty = True
                     if a_hbm[de] > 0.0:
                         rates_dirty = True
                     k = a_k[de]
@@ -516,8 +548,10 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                 n_completed += 1
         # 3. Apply the updates of what completed, in that order; then start what can start: the
         #    earliest ready first, ties by engine order; again and again, since an instruction of no
-        #    duration may release another at this same instant.
-        while True:
+        #    duration may release another at this same instant. Nothing can start at an instant at
+        #    which nothing completed (no semaphore, port or engine was freed), except the first.
+        startable = n_completed > 0 or t == 0
+        while startable:
             for i in range(n_completed):
                 k = completed[i]
                 for j in range(sptr[k], sptr[k + 1]):
@@ -536,6 +570,7 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                             status, info = 2, j
                         continue
                     sems[s] = after
+                    version += 1
                     x = hist_ptr[s] + hist_fill[s]
                     hist_after[x] = after
                     hist_k[x] = k
@@ -556,12 +591,15 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                     avail[k] = t
                     head[e] = 1
                 if head[e] == 1:
+                    if checked[e] == version:
+                        continue  # its waits failed and no semaphore has changed since
                     ok = True
                     for j in range(wptr[k], wptr[k + 1]):
                         if not _holds(sems[wsem[j]], wop[j], wval[j]):
                             ok = False
                             break
                     if not ok:
+                        checked[e] = version
                         continue
                     ready[k] = t
                     head[e] = 2
@@ -576,7 +614,15 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                         r = -1
                         if mono[s]:
                             # The values rise, so the first update that reached val released it.
-                            a, b = lo, hi
+                            # It is usually among the latest: gallop back from the newest to
+                            # bracket it, then bisect (the history of a semaphore is long).
+                            a, b, step = lo, hi, 1
+                            while b - step >= lo:
+                                if hist_after[b - step] < val:
+                                    a = b - step + 1
+                                    break
+                                b -= step
+                                step *= 2
                             while a < b:
                                 mid = (a + b) // 2
                                 if hist_after[mid] >= val:
@@ -624,15 +670,18 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                 flags[k] = 0
                 # done[k]: minus the pieces still to finish; -1 for ever if it has none
                 done[k] = -max(piece_ptr[k + 1] - piece_ptr[k], np.int64(1))
+                for i in range(body_q_ptr[u], body_q_ptr[u + 1]):  # k joins the queues it uses
+                    q = body_q[i]
+                    fifo[fifo_tail[q]] = k
+                    fifo_tail[q] += 1
                 for row in range(body_piece_ptr[u], body_piece_ptr[u + 1]):
                     de = piece_table[row, 0]
                     q = piece_table[row, 1]
                     qi = de * n_queues + q
-                    x = q_tail[qi]
-                    fifo_k[x] = k
-                    fifo_row[x] = row
-                    q_tail[qi] = x + 1
-                    if x == q_head[qi]:  # the queue was empty
+                    if (qbits[de * qwords + (q >> 6)] >> np.uint64(q & 63)) & _ONE == 0:  # it was empty
+                        cur[qi] = fifo_tail[q] - 1
+                        cur_row[qi] = row
+                        dma_dirty = True
                         q_ready[qi] = t + latency
                         qbits[de * qwords + (q >> 6)] |= _ONE << np.uint64(q & 63)
                         queued[de >> 6] |= _ONE << np.uint64(de & 63)
@@ -677,7 +726,7 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
             break
         # 4. Idle DMA engines take the next eligible piece, round-robin over their queues: the
         #    non-empty ones after the queue served last, then those from the first on.
-        if n_queued > 0:
+        if n_queued > 0 and (dma_dirty or dma_wake <= t):
             for dw in range(dwords):
                 dbits = queued[dw] & ~moving[dw]
                 while dbits != 0:
@@ -685,6 +734,7 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                     dbits &= dbits - _ONE
                     if wake[de] > t:
                         continue
+                    dma_dirty = True
                     base = de * qwords
                     after = rr[de] + 1
                     for sweep in range(2):
@@ -703,15 +753,33 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                                 qi = de * n_queues + q
                                 if q_ready[qi] > t:
                                     continue
-                                x = q_head[qi]
-                                k = fifo_k[x]
-                                row = fifo_row[x]
-                                q_head[qi] = x + 1
+                                x = cur[qi]
+                                k = fifo[x]
+                                row = cur_row[qi]
                                 rr[de] = q
-                                if x + 1 == q_tail[qi]:
-                                    qbits[base + w] &= ~(_ONE << np.uint64(q & 63))
+                                # The next piece of this queue: a later row of k's on it, or the first
+                                # row on it of a later dma_copy of queue q.
+                                r = row_next[row]
+                                while r >= 0 and piece_table[r, 1] != q:
+                                    r = row_next[r]
+                                if r >= 0:
+                                    cur_row[qi] = r  # the same dma_copy: the same q_ready
                                 else:
-                                    q_ready[qi] = start[fifo_k[x + 1]] + latency
+                                    while True:
+                                        x += 1
+                                        if x == fifo_tail[q]:
+                                            break
+                                        r = body_de_row[body[fifo[x]] * n_dma + de]
+                                        while r >= 0 and piece_table[r, 1] != q:
+                                            r = row_next[r]
+                                        if r >= 0:
+                                            break
+                                    if r >= 0:
+                                        cur[qi] = x
+                                        cur_row[qi] = r
+                                        q_ready[qi] = start[fifo[x]] + latency
+                                    else:
+                                        qbits[base + w] &= ~(_ONE << np.uint64(q & 63))
                                 n_queued -= 1
                                 n_queued_de[de] -= 1
                                 if n_queued_de[de] == 0:
@@ -724,7 +792,7 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                                 p_start[h] = t
                                 a_rem[de] = piece_table[row, 2]
                                 a_upd[de] = t
-                                a_hbm[de] = piece_table[row, 3] / max(piece_table[row, 2], 1)
+                                a_hbm[de] = piece_hbm[row]
                                 if a_hbm[de] > 0.0:
                                     rates_dirty = True
                                 else:
@@ -790,17 +858,20 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
         for e in range(n_eng):
             if inflight[e] >= 0 and end[inflight[e]] < nt:
                 nt = end[inflight[e]]
-        dma_next = _INF
-        for w in range(dwords):
-            bits = moving[w] | queued[w]
-            while bits != 0:
-                de = (w << 6) + np.int64(trailing_zeros(bits))
-                bits &= bits - _ONE
-                if (moving[w] >> np.uint64(de & 63)) & _ONE:
-                    dma_next = min(dma_next, a_end[de])
-                elif wake[de] < nt:
-                    nt = wake[de]
-        nt = min(nt, dma_next)
+        if dma_dirty or rates_dirty:  # else the DMA engines' next events are those found last time
+            dma_dirty = False
+            dma_next = _INF
+            dma_wake = _INF
+            for w in range(dwords):
+                bits = moving[w] | queued[w]
+                while bits != 0:
+                    de = (w << 6) + np.int64(trailing_zeros(bits))
+                    bits &= bits - _ONE
+                    if (moving[w] >> np.uint64(de & 63)) & _ONE:
+                        dma_next = min(dma_next, a_end[de])
+                    else:
+                        dma_wake = min(dma_wake, wake[de])
+        nt = min(nt, dma_next, dma_wake)
         if nt == _INF:
             break
         t = nt
@@ -829,7 +900,9 @@ def _schedule(prog: Program, flat: _Flat, config: Config, profile: dict[str, flo
     t0 = time.perf_counter()
     status, info, t = _simulate(
         prog.first, flat.body, flat.dependent, flat.body_table, wptr, wsem, wop, wval, sptr, ssem, sop, sval,
-        flat.piece_ptr, flat.body_piece_ptr, flat.piece_table, flat.piece_cap, dma_latency_ticks(config),
+        flat.piece_ptr, flat.body_piece_ptr, flat.piece_table, flat.piece_cap,
+        flat.piece_table[:, 3] / np.maximum(flat.piece_table[:, 2], 1), flat.row_next, flat.body_de_row,
+        flat.body_q_ptr, flat.body_q, dma_latency_ticks(config),
         config.hbm_bandwidth / config.tick_hz, hist_ptr,
         avail, ready, start, end, done, extra, flags, p_start, p_end, e_sig, e_wait, e_sem, h_time, h_rate,
         *state, counts)
@@ -867,6 +940,7 @@ class _State(NamedTuple):
 
     pc: np.ndarray  # per engine: the next instruction (k) of its stream
     head: np.ndarray  # the instruction at pc: 0 nothing known, 1 avail set, 2 ready set too
+    checked: np.ndarray  # the semaphores' version when its waits last failed (-1: none yet)
     inflight: np.ndarray  # the instruction the engine runs, or -1
     last_end: np.ndarray  # end of the previous data-path instruction of the engine (-1: none yet)
     last_dur: np.ndarray  # and its busy time
@@ -879,14 +953,16 @@ class _State(NamedTuple):
     hist_k: np.ndarray
     mono: np.ndarray  # only increments so far
     completed: np.ndarray  # instructions whose updates are still to apply
-    # The DMA queues (qi = DMA engine x queues per engine + queue): first-in-first-out runs of slots
-    # (fifo_k: the dma_copy, fifo_row: its piece's row of the piece table); each queue owns as many
-    # slots as it has pieces in the whole program, from its first q_head, and q_head..q_tail are queued.
-    q_head: np.ndarray
-    q_tail: np.ndarray
+    # The DMA queues. The dma_copy instructions of each queue number q, in the order they issued: fifo,
+    # where q owns as many slots as the program has dma_copy instructions on it (so it never wraps),
+    # up to fifo_tail[q]. The queue q of DMA engine de (qi = de x queues per engine + q) is the pieces
+    # on de of those instructions; its head piece is row cur_row[qi] of the piece table, of the
+    # dma_copy in slot cur[qi]; it has pieces queued when its bit of qbits is set.
+    fifo: np.ndarray
+    fifo_tail: np.ndarray
+    cur: np.ndarray
+    cur_row: np.ndarray
     q_ready: np.ndarray  # when the head piece of a queue is eligible
-    fifo_k: np.ndarray
-    fifo_row: np.ndarray
     qbits: np.ndarray  # each DMA engine's non-empty queues (bitsets of 64-bit words)
     moving: np.ndarray  # DMA engines that move a piece (bitset)
     queued: np.ndarray  # DMA engines with queued pieces (bitset)
@@ -905,26 +981,23 @@ class _State(NamedTuple):
 
     @classmethod
     def of(cls, first: np.ndarray, flat: _Flat, hist_ptr: np.ndarray, n_dma: int, n_queues: int) -> _State:
-        n_eng, m = len(first) - 1, int(flat.piece_ptr[-1])
-        n_sems = len(hist_ptr) - 1
-        # Each queue's pieces in the whole program: the uses of each body times its rows per queue.
-        table = flat.piece_table
+        n_eng, n_sems = len(first) - 1, len(hist_ptr) - 1
+        # Each queue's slots: the uses of each body that has pieces on it.
         uses = np.bincount(flat.body, minlength=len(flat.costs))
-        per_row = np.repeat(uses, np.diff(flat.body_piece_ptr))
-        q_ptr = np.zeros(n_dma * n_queues + 1, np.int64)
-        np.add.at(q_ptr, table[:, 0] * n_queues + table[:, 1] + 1, per_row)
-        q_ptr = np.cumsum(q_ptr)
-        index = np.int32 if max(len(flat.body), len(table)) < 2**31 else np.int64
+        fifo_ptr = np.zeros(n_queues + 1, np.int64)
+        np.add.at(fifo_ptr, flat.body_q + 1, np.repeat(uses, np.diff(flat.body_q_ptr)))
+        fifo_ptr = np.cumsum(fifo_ptr)
+        index = np.int32 if len(flat.body) < 2**31 else np.int64
         qwords, dwords = (n_queues + 63) // 64, (n_dma + 63) // 64
         i64 = np.int64
         return cls(
-            pc=first[:-1].astype(i64), head=np.zeros(n_eng, i64), inflight=np.full(n_eng, -1, i64),
+            pc=first[:-1].astype(i64), head=np.zeros(n_eng, i64), checked=np.full(n_eng, -1, i64), inflight=np.full(n_eng, -1, i64),
             last_end=np.full(n_eng, -1, i64), last_dur=np.zeros(n_eng, i64), holder=np.full(2, -1, i64),
             sems=np.zeros(n_sems, i64), hist_fill=np.zeros(n_sems, i64), hist_after=np.empty(hist_ptr[-1], i64),
             hist_k=np.empty(hist_ptr[-1], i64), mono=np.ones(n_sems, np.bool_),
             completed=np.empty(n_eng + n_dma + 1, i64),
-            q_head=q_ptr[:-1].copy(), q_tail=q_ptr[:-1].copy(), q_ready=np.zeros(n_dma * n_queues, i64),
-            fifo_k=np.empty(m, index), fifo_row=np.empty(m, index), qbits=np.zeros(n_dma * qwords, np.uint64),
+            fifo=np.empty(fifo_ptr[-1], index), fifo_tail=fifo_ptr[:-1].copy(), cur=np.zeros(n_dma * n_queues, i64),
+            cur_row=np.zeros(n_dma * n_queues, i64), q_ready=np.zeros(n_dma * n_queues, i64), qbits=np.zeros(n_dma * qwords, np.uint64),
             moving=np.zeros(dwords, np.uint64), queued=np.zeros(dwords, np.uint64), n_queued_de=np.zeros(n_dma, i64),
             rr=np.full(n_dma, n_queues - 1, i64), wake=np.full(n_dma, _INF, i64), a_k=np.zeros(n_dma, i64),
             a_h=np.zeros(n_dma, i64), a_row=np.zeros(n_dma, i64), a_rem=np.zeros(n_dma, np.float64),
