@@ -346,12 +346,13 @@ def _dmas(first, body, dma_body, queue_of_body, n_queues):
     count of each stream, cumulated) and the streams' keys (engine * n_queues + queue)."""
     n_eng = first.shape[0] - 1
     n = first[n_eng]
-    dma_i = np.full(n, -1, np.int32)
+    dma_i = np.empty(n, np.int32)
     used = np.zeros(n_eng * n_queues, np.bool_)
     nd = 0
     for e in range(n_eng):
         for k in range(first[e], first[e + 1]):
             b = body[k]
+            dma_i[k] = -1
             if dma_body[b]:
                 dma_i[k] = nd
                 nd += 1
@@ -448,10 +449,9 @@ def _addr(memory, byte):
 def _distinct(acc_ptr, acc_k, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access):
     """The distinct (column, lo, hi, write) of the accesses' footprint rows, lo and hi on one address
     line (_addr), by an open-addressing hash table: (local, col, lo, hi, write) with local[row] the
-    distinct footprint of each row, numbered in order of first appearance (-1 for a row of no access,
-    which cannot be)."""
+    distinct footprint of each row, numbered in order of first appearance (every row is an access's)."""
     m = fp_memory.shape[0]
-    local = np.full(m, -1, np.int32)
+    local = np.empty(m, np.int32)
     cap = 1024
     k_col = np.empty(cap, np.int64)
     k_lo = np.empty(cap, np.int64)

@@ -330,6 +330,48 @@ def test_random_programs_agree_with_the_brute_force_reference(monkeypatch, windo
     assert {frozenset((race.first.k, race.second.k)) for race in rep.races} == reference_races(r)
 
 
+def reference_report(r: TimingResult, pairs: set[frozenset[int]]) -> list[tuple[int, int, str, str]]:
+    """The races of `pairs` as find_races lists them, by plain Python from the timing result: sorted by
+    when the later one began, then the earlier one, then their instruction numbers; each as (first k,
+    second k, first's stream, second's stream), the first being the one whose accesses began first
+    (then ended first, then the lower k). A dma_copy's accesses run from its earliest piece's start to
+    its transfer's end on the stream `dma queue Q from ENGINE`."""
+    def active(k: int) -> tuple[int, int]:
+        pieces = range(int(r.piece_ptr[k]), int(r.piece_ptr[k + 1]))
+        if r.instruction(k).mnemonic != "dma_copy":
+            return int(r.start[k]), int(r.end[k])
+        return (min(int(r.piece_start[p]) for p in pieces) if pieces else int(r.start[k])), int(r.done[k])
+
+    out = []
+    for pair in pairs:
+        a, b = sorted(pair, key=lambda k: (*active(k), k))
+        key = (active(b)[0], active(a)[0], min(a, b), max(a, b))
+        out.append((key, (a, b, stream_of(r.instruction(a)), stream_of(r.instruction(b)))))
+    return [race for _, race in sorted(out)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_random_programs_list_their_races_in_the_reference_order(data):
+    """Beyond which pairs race: the order of the list, which side is first, the streams, and a byte
+    range that both footprints hold, against plain Python on the same timing result."""
+    instrs = random_instructions(data.draw)
+    if data.draw(st.booleans()):
+        instrs = with_random_waits(data.draw, instrs)
+    r = time_program(by_engine(instrs), CFG)
+    rep = find_races(r, limit=10_000)
+    pairs = reference_races(r)
+    assert rep.complete and rep.total == len(rep.races) == len(pairs)
+    got = [(race.first.k, race.second.k, race.first.stream, race.second.stream) for race in rep.races]
+    assert got == reference_report(r, pairs)
+    for race in rep.races:
+        assert race.first.start_ns <= race.second.start_ns
+        for side in (race.first, race.second):
+            rows = range(int(r.fp_ptr[side.k]), int(r.fp_ptr[side.k + 1]))
+            assert any(Memory(int(r.fp_memory[row])).label == race.memory
+                       and r.fp_lo[row] <= race.span[0] < race.span[1] <= r.fp_hi[row] for row in rows)
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.data())
 def test_programs_the_assembler_synchronises_are_race_free(data):
