@@ -295,10 +295,10 @@ def _size(n: int) -> str:
 # Speed: everything per instruction or per DMA piece is one pass of a numba kernel over the
 # result's arrays, and everything the same for a body (bytes, engines, directions, efficiency,
 # flops, each piece's DMA engine) is counted once per body and multiplied by its instructions.
-# Nothing as long as the pieces is sorted, gathered or kept but each piece's predecessor on its DMA
-# engine (for the critical path). Listed by instruction, the pieces are a few runs each in order of
+# Nothing as long as the pieces is sorted, gathered or kept but the piece each piece waited for
+# (int32, for the critical path). Listed by instruction, the pieces are a few runs each in order of
 # start, so one pass that merges those runs visits them in order of start (_by_start), finds each
-# piece's predecessor and measures the unions of intervals as it goes. The runs tried first are the
+# piece's predecessor on its DMA engine and measures the unions of intervals as it goes. The runs tried first are the
 # streams' (the pieces of each engine's dma_copy instructions: one run each in
 # tools/bench_pipeline.py's program); if one is out of order, the ascending runs of piece_start
 # (_runs); past _MERGE_RUNS of those, a stable argsort. The engines' busy intervals are one run per
@@ -315,14 +315,13 @@ def report(result: TimingResult) -> Report:
     """The report of a timed run (see the module docstring for every number and the verdict)."""
     r, cfg = result, result.config
     total = int(r.total_ticks)
-    n = r.count
     costs = r.body_cost
     body_dma = r.body_opcode == _DMA_COPY
 
     # Per instruction: what each semaphore wait was for (its releaser that finished last, followed
     # back, see above), and each engine's busy, semaphore and port times.
-    counts, releaser, is_dma, sums, k_last = _instructions(r.first, r.body, body_dma, r.avail, r.ready, r.start,
-                                                           r.end, r.done, r.edge_wait, r.edge_signal)
+    counts, releaser, sums, k_last = _instructions(r.first, r.body, body_dma, r.avail, r.ready, r.start, r.end,
+                                                   r.done, r.edge_wait, r.edge_signal)
     used = np.flatnonzero(counts)  # the bodies of the run, in order of body
     engines = []
     for e, name in enumerate(ENGINES):
@@ -399,7 +398,7 @@ def report(result: TimingResult) -> Report:
         queues=queues, dma_engines_used=dma_engines_used, dma_bytes=dma_bytes, dma_piece_ticks=int(piece_ticks),
         dma_active=dma_active, chunk_efficiency=eff_num / eff_den if eff_den else 1.0, hbm_bytes=hbm_bytes,
         hbm_capped=capped, flops=flops, fp32_matmuls=fp32, computing=computing, moving=both - computing,
-        latency=total - both, critical_path=_critical_path(r, releaser, is_dma, waited_for, k_last, p_last),
+        latency=total - both, critical_path=_critical_path(r, releaser, waited_for, k_last, p_last),
         verdict=Verdict("empty", None, ""), gpsimd_cores=gpsimd_cores, tcm_blocks=int(blocks[0] + blocks[2]))
     return replace(rep, verdict=verdict(rep))
 
@@ -434,10 +433,10 @@ _BIG = 2**62
 
 @numba.njit(cache=True)
 def _instructions(first, body, body_dma, avail, ready, start, end, done, edge_wait, edge_signal):
-    """(counts, releaser, is_dma, sums, k_last): counts[b] instructions of body b; releaser[k] is the
+    """(counts, releaser, sums, k_last): counts[b] instructions of body b; releaser[k] is the
     releaser of instruction k's semaphore wait that finished last (the last such edge of equals; -1
-    if none); is_dma[k]; sums[e] = (busy, sem wait, port wait, sem wait for DMA) of engine e's
-    instructions; k_last the instruction that ends last (the first of equals; -1 if none)."""
+    if none); sums[e] = (busy, sem wait, port wait, sem wait for DMA) of engine e's instructions;
+    k_last the instruction that ends last (the first of equals; -1 if none)."""
     n = body.shape[0]
     counts = np.zeros(body_dma.shape[0], np.int64)
     is_dma = np.empty(n, np.bool_)
@@ -466,7 +465,7 @@ def _instructions(first, body, body_dma, avail, ready, start, end, done, edge_wa
         for k in range(first[e], first[e + 1]):
             if cause[k] == _DMA_CAUSE:
                 sums[e, 3] += ready[k] - avail[k]
-    return counts, releaser, is_dma, sums, k_last
+    return counts, releaser, sums, k_last
 
 
 @numba.njit(cache=True)
@@ -659,7 +658,7 @@ def _capped(hbm_time, hbm_rate, total, at_cap):
     return out
 
 
-def _critical_path(r: TimingResult, releaser: np.ndarray, is_dma: np.ndarray, waited_for: np.ndarray, k_last: int,
+def _critical_path(r: TimingResult, releaser: np.ndarray, waited_for: np.ndarray, k_last: int,
                    p_last: int) -> tuple[tuple[str, int], ...]:
     """The critical path's ticks by PATH_KINDS (see the module docstring), summing to the total."""
     acc = np.zeros(len(PATH_KINDS), np.int64)
@@ -672,13 +671,13 @@ def _critical_path(r: TimingResult, releaser: np.ndarray, is_dma: np.ndarray, wa
         k_last = -1
     else:
         p_last = -1
-    _walk(acc, total, k_last, p_last, r.avail, r.ready, r.start, r.end, r.first, releaser, is_dma, r.piece_ptr,
+    _walk(acc, total, k_last, p_last, r.avail, r.ready, r.start, r.end, r.first, releaser, r.piece_ptr,
           r.piece_instr, r.piece_start, r.piece_end, waited_for, dma_latency_ticks(r.config))
     return tuple(zip(PATH_KINDS, (int(x) for x in acc)))
 
 
 @numba.njit(cache=True)
-def _walk(acc, t, k, p, avail, ready, start, end, first, releaser, is_dma, piece_ptr, piece_instr,
+def _walk(acc, t, k, p, avail, ready, start, end, first, releaser, piece_ptr, piece_instr,
           piece_start, piece_end, waited_for, latency):
     """Walk the critical path back from instruction k (or piece p, k = -1) ending at t, adding each
     stretch to acc by kind. Every step goes to an item that finished no later, none twice: at most
@@ -707,11 +706,10 @@ def _walk(acc, t, k, p, avail, ready, start, end, first, releaser, is_dma, piece
         t = ready[k]
         r = releaser[k]
         if t > avail[k] and r >= 0:  # released by a semaphore update
-            last = -1  # a dma_copy's piece that ended last (the last of equals)
-            if is_dma[r]:
-                for h in range(piece_ptr[r], piece_ptr[r + 1]):
-                    if last < 0 or piece_end[h] >= piece_end[last]:
-                        last = h
+            last = -1  # a dma_copy's piece that ended last (the last of equals; only a dma_copy has pieces)
+            for h in range(piece_ptr[r], piece_ptr[r + 1]):
+                if last < 0 or piece_end[h] >= piece_end[last]:
+                    last = h
             if last >= 0:
                 p = last
             else:
