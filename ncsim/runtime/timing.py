@@ -461,12 +461,12 @@ _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 @numba.njit(cache=True, _nrt=False)
 def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop, sval,
-              piece_ptr, body_piece_ptr, piece_table, piece_cap, piece_hbm, row_next, body_de_row, body_q_ptr,
+              piece_ptr, body_piece_ptr, row_de, row_q, row_bytes, piece_cap, piece_hbm, row_next, body_de_row, body_q_ptr,
               body_q, latency, hbm_cap, hist_ptr,
               avail, ready, start, end, done, extra, flags, p_start, p_end, e_sig, e_wait, e_sem, h_time, h_rate,
-              pc, head, checked, inflight, last_end, last_dur, holder, sems, hist_fill, hist_after, hist_k, mono, completed,
+              pc, head, checked, inflight, eng_end, last_end, last_dur, holder, sems, hist_fill, hist_after, hist_k, mono, completed,
               fifo, fifo_tail, cur, cur_row, q_ready, qbits, moving, queued, n_queued_de, rr, wake,
-              a_k, a_h, a_row, a_rem, a_rate, a_upd, a_end, a_hbm, order, counts):
+              a_k, a_h, a_cap, a_rem, a_rate, a_upd, a_end, a_hbm, order, counts):
     """The event loop. At each instant, in this order: DMA pieces finish (by DMA engine), engine
     instructions finish (by engine), instructions start (earliest ready first, ties by engine; until
     nothing more can start at this instant), idle DMA engines take pieces (round-robin over their
@@ -506,7 +506,6 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
     dma_wake = _INF  # the earliest wake of the DMA engines that have queued pieces and move none
     dma_dirty = False  # the DMA engines' state changed at this instant: dma_next and dma_wake are stale
     version = 0  # semaphore updates applied so far
-    qwords = (n_queues + 63) // 64
     dwords = moving.shape[0]
 
     t = np.int64(0)
@@ -536,9 +535,10 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                         n_completed += 1
         # 2. Engine instructions that finish now, by engine.
         for e in range(n_eng):
-            k = inflight[e]
-            if k >= 0 and end[k] == t:
+            if eng_end[e] == t:
+                k = inflight[e]
                 inflight[e] = -1
+                eng_end[e] = _INF
                 if holder[0] == k:
                     holder[0] = -1
                 if holder[1] == k:
@@ -675,15 +675,15 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                     fifo[fifo_tail[q]] = k
                     fifo_tail[q] += 1
                 for row in range(body_piece_ptr[u], body_piece_ptr[u + 1]):
-                    de = piece_table[row, 0]
-                    q = piece_table[row, 1]
+                    de = row_de[row]
+                    q = row_q[row]
                     qi = de * n_queues + q
-                    if (qbits[de * qwords + (q >> 6)] >> np.uint64(q & 63)) & _ONE == 0:  # it was empty
+                    if (qbits[de] >> np.uint64(q)) & _ONE == 0:  # it was empty
                         cur[qi] = fifo_tail[q] - 1
                         cur_row[qi] = row
                         dma_dirty = True
                         q_ready[qi] = t + latency
-                        qbits[de * qwords + (q >> 6)] |= _ONE << np.uint64(q & 63)
+                        qbits[de] |= _ONE << np.uint64(q)
                         queued[de >> 6] |= _ONE << np.uint64(de & 63)
                         wake[de] = min(wake[de], t + latency)
                     n_queued_de[de] += 1
@@ -718,6 +718,7 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                     n_completed += 1
                 else:
                     inflight[e] = k
+                    eng_end[e] = t + d
                     if bt[u, 7] & 1:
                         holder[0] = k
                     if bt[u, 7] & 2:
@@ -735,82 +736,72 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                     if wake[de] > t:
                         continue
                     dma_dirty = True
-                    base = de * qwords
-                    after = rr[de] + 1
+                    base = de * n_queues
+                    after = _ALL << np.uint64(rr[de] + 1)  # the queues after the one served last
+                    q = -1
                     for sweep in range(2):
-                        lo = after if sweep == 0 else 0
-                        hi = n_queues if sweep == 0 else after
-                        taken = False
-                        for w in range(lo >> 6, (hi + 63) >> 6):
-                            bits = qbits[base + w]
-                            if w == lo >> 6:
-                                bits &= _ALL << np.uint64(lo & 63)
-                            while bits != 0:
-                                q = (w << 6) + np.int64(trailing_zeros(bits))
-                                bits &= bits - _ONE
-                                if q >= hi:
+                        bits = qbits[de] & (after if sweep == 0 else ~after)
+                        while bits != 0:
+                            c = np.int64(trailing_zeros(bits))
+                            bits &= bits - _ONE
+                            if q_ready[base + c] <= t:
+                                q = c
+                                break
+                        if q >= 0:
+                            break
+                    if q >= 0:
+                        qi = base + q
+                        x = cur[qi]
+                        k = fifo[x]
+                        row = cur_row[qi]
+                        rr[de] = q
+                        # The next piece of this queue: a later row of k's on it, or the first row on
+                        # it of a later dma_copy of queue q.
+                        r = row_next[row]
+                        while r >= 0 and row_q[r] != q:
+                            r = row_next[r]
+                        if r >= 0:
+                            cur_row[qi] = r  # the same dma_copy: the same q_ready
+                        else:
+                            while True:
+                                x += 1
+                                if x == fifo_tail[q]:
                                     break
-                                qi = de * n_queues + q
-                                if q_ready[qi] > t:
-                                    continue
-                                x = cur[qi]
-                                k = fifo[x]
-                                row = cur_row[qi]
-                                rr[de] = q
-                                # The next piece of this queue: a later row of k's on it, or the first
-                                # row on it of a later dma_copy of queue q.
-                                r = row_next[row]
-                                while r >= 0 and piece_table[r, 1] != q:
+                                r = body_de_row[body[fifo[x]] * n_dma + de]
+                                while r >= 0 and row_q[r] != q:
                                     r = row_next[r]
                                 if r >= 0:
-                                    cur_row[qi] = r  # the same dma_copy: the same q_ready
-                                else:
-                                    while True:
-                                        x += 1
-                                        if x == fifo_tail[q]:
-                                            break
-                                        r = body_de_row[body[fifo[x]] * n_dma + de]
-                                        while r >= 0 and piece_table[r, 1] != q:
-                                            r = row_next[r]
-                                        if r >= 0:
-                                            break
-                                    if r >= 0:
-                                        cur[qi] = x
-                                        cur_row[qi] = r
-                                        q_ready[qi] = start[fifo[x]] + latency
-                                    else:
-                                        qbits[base + w] &= ~(_ONE << np.uint64(q & 63))
-                                n_queued -= 1
-                                n_queued_de[de] -= 1
-                                if n_queued_de[de] == 0:
-                                    queued[dw] &= ~(_ONE << np.uint64(de & 63))
-                                h = piece_ptr[k] + row - body_piece_ptr[body[k]]
-                                a_k[de] = k
-                                a_h[de] = h
-                                a_row[de] = row
-                                moving[dw] |= _ONE << np.uint64(de & 63)
-                                p_start[h] = t
-                                a_rem[de] = piece_table[row, 2]
-                                a_upd[de] = t
-                                a_hbm[de] = piece_hbm[row]
-                                if a_hbm[de] > 0.0:
-                                    rates_dirty = True
-                                else:
-                                    a_rate[de] = piece_cap[row]
-                                    a_end[de] = t + _ticks(a_rem[de], a_rate[de])
-                                taken = True
-                                break
-                            if taken:
-                                break
-                        if taken:
-                            break
+                                    break
+                            if r >= 0:
+                                cur[qi] = x
+                                cur_row[qi] = r
+                                q_ready[qi] = start[fifo[x]] + latency
+                            else:
+                                qbits[de] &= ~(_ONE << np.uint64(q))
+                        n_queued -= 1
+                        n_queued_de[de] -= 1
+                        if n_queued_de[de] == 0:
+                            queued[dw] &= ~(_ONE << np.uint64(de & 63))
+                        h = piece_ptr[k] + row - body_piece_ptr[body[k]]
+                        a_k[de] = k
+                        a_h[de] = h
+                        a_cap[de] = piece_cap[row]
+                        moving[dw] |= _ONE << np.uint64(de & 63)
+                        p_start[h] = t
+                        a_rem[de] = row_bytes[row]
+                        a_upd[de] = t
+                        a_hbm[de] = piece_hbm[row]
+                        if a_hbm[de] > 0.0:
+                            rates_dirty = True
+                        else:
+                            a_rate[de] = a_cap[de]
+                            a_end[de] = t + _ticks(a_rem[de], a_rate[de])
                     w_min = _INF
-                    for w in range(qwords):
-                        bits = qbits[base + w]
-                        while bits != 0:
-                            q = (w << 6) + np.int64(trailing_zeros(bits))
-                            bits &= bits - _ONE
-                            w_min = min(w_min, q_ready[de * n_queues + q])
+                    bits = qbits[de]
+                    while bits != 0:
+                        c = np.int64(trailing_zeros(bits))
+                        bits &= bits - _ONE
+                        w_min = min(w_min, q_ready[base + c])
                     wake[de] = w_min
         # 5. Share HBM among the pieces that touch it: max-min fair, each capped by its own rate.
         if rates_dirty:
@@ -825,7 +816,7 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                         a_rem[de] = max(a_rem[de], 0.0)
                         a_upd[de] = t
                         i = cnt  # insertion sort by cap, then by DMA engine: a fixed order, a fixed result
-                        while i > 0 and piece_cap[a_row[order[i - 1]]] > piece_cap[a_row[de]]:
+                        while i > 0 and a_cap[order[i - 1]] > a_cap[de]:
                             order[i] = order[i - 1]
                             i -= 1
                         order[i] = de
@@ -838,7 +829,7 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
             used = 0.0
             for i in range(cnt):
                 de = order[i]
-                cap = piece_cap[a_row[de]]
+                cap = a_cap[de]
                 if level < 0.0 and cap * weight <= budget:
                     a_rate[de] = cap
                     budget -= cap * a_hbm[de]
@@ -856,8 +847,7 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
         # queued piece becomes eligible (an idle DMA engine with nothing queued has wake _INF).
         nt = _INF
         for e in range(n_eng):
-            if inflight[e] >= 0 and end[inflight[e]] < nt:
-                nt = end[inflight[e]]
+            nt = min(nt, eng_end[e])
         if dma_dirty or rates_dirty:  # else the DMA engines' next events are those found last time
             dma_dirty = False
             dma_next = _INF
@@ -888,6 +878,7 @@ def _schedule(prog: Program, flat: _Flat, config: Config, profile: dict[str, flo
     wptr, wsem, wop, wval, sptr, ssem, sop, sval = flat.sems
     _check_semaphores(prog, flat, config)
     n, m = len(flat.body), int(flat.piece_ptr[-1])
+    table = flat.piece_table
     n_dma, n_queues = config.dma_engines, config.dma_queues_per_engine
     hist_ptr = np.concatenate(([0], np.cumsum(np.bincount(ssem, minlength=_SEMS)))).astype(np.int64)
     avail, ready, start, end, done, extra = (np.empty(n, np.int64) for _ in range(6))
@@ -900,8 +891,8 @@ def _schedule(prog: Program, flat: _Flat, config: Config, profile: dict[str, flo
     t0 = time.perf_counter()
     status, info, t = _simulate(
         prog.first, flat.body, flat.dependent, flat.body_table, wptr, wsem, wop, wval, sptr, ssem, sop, sval,
-        flat.piece_ptr, flat.body_piece_ptr, flat.piece_table, flat.piece_cap,
-        flat.piece_table[:, 3] / np.maximum(flat.piece_table[:, 2], 1), flat.row_next, flat.body_de_row,
+        flat.piece_ptr, flat.body_piece_ptr, table[:, 0].copy(), table[:, 1].copy(), table[:, 2].astype(np.float64),
+        flat.piece_cap, table[:, 3] / np.maximum(table[:, 2], 1), flat.row_next, flat.body_de_row,
         flat.body_q_ptr, flat.body_q, dma_latency_ticks(config),
         config.hbm_bandwidth / config.tick_hz, hist_ptr,
         avail, ready, start, end, done, extra, flags, p_start, p_end, e_sig, e_wait, e_sem, h_time, h_rate,
@@ -942,6 +933,7 @@ class _State(NamedTuple):
     head: np.ndarray  # the instruction at pc: 0 nothing known, 1 avail set, 2 ready set too
     checked: np.ndarray  # the semaphores' version when its waits last failed (-1: none yet)
     inflight: np.ndarray  # the instruction the engine runs, or -1
+    eng_end: np.ndarray  # and when it ends (_INF: none)
     last_end: np.ndarray  # end of the previous data-path instruction of the engine (-1: none yet)
     last_dur: np.ndarray  # and its busy time
     holder: np.ndarray  # the instruction holding each port (0 SBUF, 1 PSUM), or -1
@@ -963,15 +955,15 @@ class _State(NamedTuple):
     cur: np.ndarray
     cur_row: np.ndarray
     q_ready: np.ndarray  # when the head piece of a queue is eligible
-    qbits: np.ndarray  # each DMA engine's non-empty queues (bitsets of 64-bit words)
+    qbits: np.ndarray  # each DMA engine's non-empty queues (a bitset)
     moving: np.ndarray  # DMA engines that move a piece (bitset)
     queued: np.ndarray  # DMA engines with queued pieces (bitset)
     n_queued_de: np.ndarray
     rr: np.ndarray  # the queue each DMA engine served last
     wake: np.ndarray  # the earliest a queued piece of the DMA engine is eligible
-    a_k: np.ndarray  # per DMA engine, the piece it moves: its dma_copy, its number h, its row
+    a_k: np.ndarray  # per DMA engine, the piece it moves: its dma_copy, its number h
     a_h: np.ndarray
-    a_row: np.ndarray
+    a_cap: np.ndarray  # the bytes per tick it moves on its own
     a_rem: np.ndarray  # its bytes left
     a_rate: np.ndarray  # bytes per tick since a_upd
     a_upd: np.ndarray
@@ -988,19 +980,20 @@ class _State(NamedTuple):
         np.add.at(fifo_ptr, flat.body_q + 1, np.repeat(uses, np.diff(flat.body_q_ptr)))
         fifo_ptr = np.cumsum(fifo_ptr)
         index = np.int32 if len(flat.body) < 2**31 else np.int64
-        qwords, dwords = (n_queues + 63) // 64, (n_dma + 63) // 64
+        dwords = (n_dma + 63) // 64
+        assert n_queues <= 64, "a DMA engine's queues are one 64-bit word (Config allows 16)"
         i64 = np.int64
         return cls(
-            pc=first[:-1].astype(i64), head=np.zeros(n_eng, i64), checked=np.full(n_eng, -1, i64), inflight=np.full(n_eng, -1, i64),
+            pc=first[:-1].astype(i64), head=np.zeros(n_eng, i64), checked=np.full(n_eng, -1, i64), inflight=np.full(n_eng, -1, i64), eng_end=np.full(n_eng, _INF, i64),
             last_end=np.full(n_eng, -1, i64), last_dur=np.zeros(n_eng, i64), holder=np.full(2, -1, i64),
             sems=np.zeros(n_sems, i64), hist_fill=np.zeros(n_sems, i64), hist_after=np.empty(hist_ptr[-1], i64),
             hist_k=np.empty(hist_ptr[-1], i64), mono=np.ones(n_sems, np.bool_),
             completed=np.empty(n_eng + n_dma + 1, i64),
             fifo=np.empty(fifo_ptr[-1], index), fifo_tail=fifo_ptr[:-1].copy(), cur=np.zeros(n_dma * n_queues, i64),
-            cur_row=np.zeros(n_dma * n_queues, i64), q_ready=np.zeros(n_dma * n_queues, i64), qbits=np.zeros(n_dma * qwords, np.uint64),
+            cur_row=np.zeros(n_dma * n_queues, i64), q_ready=np.zeros(n_dma * n_queues, i64), qbits=np.zeros(n_dma, np.uint64),
             moving=np.zeros(dwords, np.uint64), queued=np.zeros(dwords, np.uint64), n_queued_de=np.zeros(n_dma, i64),
             rr=np.full(n_dma, n_queues - 1, i64), wake=np.full(n_dma, _INF, i64), a_k=np.zeros(n_dma, i64),
-            a_h=np.zeros(n_dma, i64), a_row=np.zeros(n_dma, i64), a_rem=np.zeros(n_dma, np.float64),
+            a_h=np.zeros(n_dma, i64), a_cap=np.zeros(n_dma, np.float64), a_rem=np.zeros(n_dma, np.float64),
             a_rate=np.zeros(n_dma, np.float64), a_upd=np.zeros(n_dma, i64), a_end=np.zeros(n_dma, i64),
             a_hbm=np.zeros(n_dma, np.float64), order=np.empty(n_dma, i64))
 
