@@ -156,7 +156,10 @@ class Config:
         "Instructions one GpSimd core may run in one call before ncsim stops it as a loop that never ends.")
 
     # --- DMA (docs/hardware.md#dma) ---
-    dma_engines: int = param(16, (1, 128), "count", "DMA: 16 DMA engines per core", "DMA engines of one core.")
+    dma_engines: int = param(
+        16, (1, 128), "count", "DMA: 16 DMA engines per core; each corresponds to 8 partition lanes (Example 1)",
+        "DMA engines of one core; a transfer gives each block of pmax / dma_engines consecutive partitions to one "
+        "engine, so fewer partitions use fewer engines.")
     dma_queues_per_engine: int = param(
         16, (1, 16), "count", "DMA: each DMA engine has 16 queues",
         "Queues of one DMA engine; it serves them round-robin, one transfer at a time.", assembly=True)
@@ -171,9 +174,11 @@ class Config:
         ((32, 0.015), (64, 0.03), (128, 0.05), (256, 0.10), (512, 0.21),
          (1 * KiB, 0.42), (2 * KiB, 0.81), (4 * KiB, 0.97), (8 * KiB, 1.0)), (1, 1 * GiB),
         "B -> fraction", "DMA: DMA overview figure, throughput by bytes per partition (ncsim's reading)",
-        "DMA throughput as a fraction of the plateau by contiguous bytes per partition; "
-        "linear in log2(bytes) between points, clamped at both ends. The figure reads 98-100% "
-        "from 8 KiB up; ncsim takes 100%.")
+        "DMA throughput as a fraction of the plateau by bytes per partition of 128-partition transfers "
+        "(8 partition lanes per DMA engine); linear in log2(bytes) between points, clamped at both ends. "
+        "The figure reads 98-100% from 8 KiB up; ncsim takes 100%. A piece reads it twice, at its "
+        "contiguous chunk (buffer level) and at its bytes / 8 (transfer level; ARCH: overhead 'at both "
+        "DMA buffer and transfer levels'), and moves at the lower (docs/timing.md#dma).")
 
     # --- Synchronisation (docs/hardware.md#sync) ---
     semaphores: int = param(256, (1, 256), "count", "DRV: v2/address_map.h, 256 semaphores per core", "Hardware semaphores.", assembly=True)

@@ -710,7 +710,8 @@ TABLE: tuple[InstrSpec, ...] = (
         " with dst_rmw_op=add, dst = dst + src in fp32. Issued by `engine`: its waits stall that engine until met,"
         " then the transfer runs on DMA queue `queue` while the engine goes on. In HBM the outermost"
         " dimension plays the partition dimension's role, and a step of 0 repeats data (broadcast).",
-        "~1300 ns latency + bytes / (17 B/ns per DMA engine at the efficiency of its chunk size), capped by HBM",
+        "~1300 ns latency + bytes / (17 B/ns per DMA engine x efficiency), 8 partitions per engine; the efficiency"
+        " is the lower of its chunk size's and its transfer size's (per partition lane); capped by HBM",
     ),
     # ------------------------------------------------------------------ semaphores
     InstrSpec(

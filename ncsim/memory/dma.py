@@ -4,21 +4,39 @@ A transfer moves its elements in iteration order (see `ncsim.engines.dma`). The 
 each DMA engine a contiguous run of that order, its *piece*:
 
 - A transfer that touches SBUF is split along the partitions of its SBUF side (the destination's
-  when both are in SBUF): P >= dma_engines partitions go to the engines as evenly as possible in
-  consecutive blocks, so 128 partitions give 8 partitions to each of the 16 engines (DMA: "the
-  natural mapping") and 64 partitions 4 to each. Fewer partitions than engines would leave engines
-  idle, so each partition's elements are cut into min(dma_engines // P, elements) equal runs:
-  one partition of 64 KiB becomes 16 pieces of 4 KiB.
+  when both are in SBUF) into blocks of pmax / dma_engines = 8 consecutive partitions, block k on
+  DMA engine k: 128 partitions give 8 partitions to each of the 16 engines, 64 partitions 8 to
+  each of engines 0-7, and 1 to 8 partitions make one piece on engine 0. The DMA overview says
+  each engine corresponds to 8 partition lanes and shows it: A[4, 4096] bf16 into 4 partitions is
+  one 32 KiB transfer on the first DMA engine (its Example 1), A[128, 128] one 2 KiB transfer on
+  each of the 16 (Example 2); the bandwidth guide: "Fewer partitions means fewer engines
+  utilized". (Until issue 15's DMA session ncsim cut fewer than 16 partitions into runs over all 16
+  engines, which the examples contradict.) The blocks start at the transfer's first partition:
+  the examples start at partition 0 and cannot tell this from a fixed partition-to-engine wiring.
 - An HBM-to-HBM transfer has no partitions: its elements are split evenly over min(elements,
   dma_engines) engines in consecutive runs, as a large copy would be.
 
 Piece i goes to DMA engine i, on the queue the instruction names. A piece moves
-`elements x max(src, dst itemsize)` bytes at `dma_engine_bandwidth x efficiency`, where the
-efficiency comes from `Config.dma_efficiency` of its contiguous chunk: the longest run of
-consecutive elements that is contiguous in both the source and the destination (counted inside a
-partition on chip, where the partition dimension always breaks a run), times the itemsize, and no
-more than the piece itself. Its HBM traffic is its elements times the itemsize of each side that is
-in HBM (an HBM-to-HBM piece reads and writes HBM, so it counts twice against the HBM cap).
+`elements x max(src, dst itemsize)` bytes at `dma_engine_bandwidth x efficiency`. The efficiency
+is the lower of two readings of `Config.dma_efficiency` (the DMA overview's figure of throughput
+by bytes per partition for 128-partition transfers, i.e. transfers of 8 partition lanes per
+engine), one per level at which the architecture guide says a DMA pays overhead ("There is some
+performance overhead at both DMA buffer and transfer levels"):
+
+- the buffer level: the figure at the piece's contiguous chunk, the longest run of consecutive
+  elements that is contiguous in both the source and the destination (counted inside a partition
+  on chip, where the partition dimension always breaks a run), times the itemsize, and no more
+  than the piece itself;
+- the transfer level: the figure at the piece's bytes per partition lane, its bytes / 8
+  (pmax / dma_engines): the figure's point at F bytes per partition is a transfer of 8 x F bytes on
+  each engine, and the performance guide states the condition per transfer ("the transfer size on
+  Trainium/Inferentia2 should be larger than 32KiB to achieve ideal bandwidth", 8 x 4 KiB). A piece
+  of 8 partitions of one row each reads both at the same size, as the figure's transfers do; a
+  one-partition load of a 2 KiB row is a 2 KiB transfer, which the figure puts at 10% (256 B per
+  lane), not the 81% of its 2 KiB row.
+
+Its HBM traffic is its elements times the itemsize of each side that is in HBM (an HBM-to-HBM
+piece reads and writes HBM, so it counts twice against the HBM cap).
 """
 
 from __future__ import annotations
@@ -36,8 +54,8 @@ class Piece:
     engine: int  # DMA engine 0..dma_engines-1
     elements: int
     nbytes: int  # bytes moved: elements x the wider itemsize
-    chunk_bytes: int  # contiguous bytes per descriptor: what sets the efficiency
-    efficiency: float  # fraction of dma_engine_bandwidth (Config.dma_efficiency of chunk_bytes)
+    chunk_bytes: int  # contiguous bytes per DMA buffer: the buffer level of the efficiency
+    efficiency: float  # fraction of dma_engine_bandwidth: the lower of the buffer and transfer levels
     hbm_bytes: int  # bytes of HBM traffic (reads plus writes)
 
 
@@ -66,16 +84,24 @@ class TransferPlan:
         if same:
             each = _piece_ns(first, config)
             body = (f"latency {config.dma_latency_ns} ns + {first.nbytes} B / ({bw:g} B/ns x"
-                    f" {first.efficiency:.3g} at {first.chunk_bytes} B chunks) = {config.dma_latency_ns + each:.1f} ns"
+                    f" {first.efficiency:.3g} at {_at(first, config)}) = {config.dma_latency_ns + each:.1f} ns"
                     f"{' each' if len(self.pieces) > 1 else ''}")
         else:
             slowest = max(self.pieces, key=lambda p: _piece_ns(p, config))
             body = (f"latency {config.dma_latency_ns} ns + the slowest piece {slowest.nbytes} B / ({bw:g} B/ns x"
-                    f" {slowest.efficiency:.3g} at {slowest.chunk_bytes} B chunks)"
+                    f" {slowest.efficiency:.3g} at {_at(slowest, config)})"
                     f" = {config.dma_latency_ns + _piece_ns(slowest, config):.1f} ns")
         hbm = sum(p.hbm_bytes for p in self.pieces)
         cap = f"; {hbm} B of HBM traffic shares {config.hbm_bandwidth / 1e9:g} GB/s" if hbm else ""
         return f"{head}; {body}{cap}"
+
+
+def _at(piece: Piece, config: Config) -> str:
+    """What set a piece's efficiency: its chunks (buffer level) or its bytes per lane (transfer level)."""
+    if config.dma_efficiency(piece.chunk_bytes) <= piece.efficiency:
+        return f"{piece.chunk_bytes} B chunks"
+    lanes = -(-config.pmax // config.dma_engines)
+    return f"{piece.nbytes / lanes:g} B per lane of a {piece.nbytes} B transfer"
 
 
 def _piece_ns(piece: Piece, config: Config) -> float:
@@ -107,15 +133,15 @@ def plan_transfer(dst: AccessPattern, src: AccessPattern, queue: int, config: Co
     if on_chip is None:  # HBM to HBM: equal runs of the elements
         n = min(total, engines)
         sizes = [total * (i + 1) // n - total * i // n for i in range(n)]
-    elif on_chip.partitions >= engines:  # blocks of whole partitions
+    else:  # blocks of `per` consecutive partitions, block k on DMA engine k
         rows, per_row = on_chip.partitions, total // on_chip.partitions
-        sizes = [(rows * (i + 1) // engines - rows * i // engines) * per_row for i in range(engines)]
-    else:  # runs inside each partition
-        rows, per_row = on_chip.partitions, total // on_chip.partitions
-        split = min(engines // rows, per_row)
-        sizes = [per_row * (j + 1) // split - per_row * j // split for _ in range(rows) for j in range(split)]
+        per = -(-config.pmax // engines)  # 8 partition lanes per DMA engine (DMA overview)
+        sizes = [min(per, rows - b) * per_row for b in range(0, rows, per)]
+    lanes = -(-config.pmax // engines)  # partition lanes per DMA engine in a 128-partition transfer
     pieces = []
     for i, elements in enumerate(sizes):
         chunk = min(run, elements) * width
-        pieces.append(Piece(i, elements, elements * width, chunk, config.dma_efficiency(chunk), elements * hbm_width))
+        # the lower of the buffer level (the chunk) and the transfer level (the piece per lane)
+        efficiency = min(config.dma_efficiency(chunk), config.dma_efficiency(elements * width / lanes))
+        pieces.append(Piece(i, elements, elements * width, chunk, efficiency, elements * hbm_width))
     return TransferPlan(queue, src.memory, dst.memory, tuple(pieces))

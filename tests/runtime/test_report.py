@@ -164,7 +164,8 @@ def test_a_chain_of_tiny_dmas_is_latency_bound():
     rep = timed(sync=chain)
     check_sums(rep)
     assert rep.path("dma latency") == 4 * LATENCY  # each transfer's latency, one after the other
-    assert rep.path("dma data") == rep.total - 4 * LATENCY and rep.share(rep.path("dma latency")) > 0.95
+    # 64 B on one DMA engine is a transfer of 8 B per partition lane: 1.5% efficiency, 251 ns of data each
+    assert rep.path("dma data") == rep.total - 4 * LATENCY and rep.share(rep.path("dma latency")) > 0.8
     assert rep.verdict.kind == "dma-latency", rep.verdict.text
     assert rep.verdict.text.startswith(f"bound by DMA latency: {100 * rep.share(4 * LATENCY):.0f}% of the critical"
                                        " path waits out the 1300 ns fixed cost of transfers (mean 64 B)")

@@ -319,13 +319,39 @@ def test_small_chunks_are_slow():
     assert r.total_ticks == LATENCY + math.ceil(8 * 64 / rate - 1e-9)
 
 
+def test_a_small_transfer_is_slow_even_with_long_rows():
+    """The transfer level (architecture guide: overhead "at both DMA buffer and transfer levels"): a
+    one-partition load of one 2 KiB row is a 2 KiB transfer on DMA engine 0, which the DMA overview's
+    figure (transfers of 8 partition lanes per engine) puts at 256 B per lane: 10%, not the 81% of a
+    2 KiB row. Before issue 15's DMA session it was 16 pieces of 128 B, and its rate that of its rows."""
+    lay = Layout()
+    r = run(sync=[dma(lay.tile("f32", 1, 512), lay.hbm("f32", 1, 512))])
+    assert r.pieces == 1 and list(r.piece_engine) == [0] and list(r.piece_bytes) == [2048]
+    rate = CFG.dma_engine_bandwidth * CFG.dma_efficiency(256) / CFG.tick_hz
+    assert CFG.dma_efficiency(256) == 0.10 < CFG.dma_efficiency(2048)
+    assert r.total_ticks == LATENCY + math.ceil(2048 / rate - 1e-9)
+    assert "17 B/ns x 0.1 at 256 B per lane of a 2048 B transfer" in r.formula(0)
+
+
+def test_a_full_tile_reads_the_figure_at_its_rows():
+    """128 partitions of one 2 KiB row each: 16 KiB per engine is 2 KiB per lane, the same point as
+    the rows, so the transfer level changes nothing for the figure's own transfers."""
+    lay = Layout()
+    r = run(sync=[dma(lay.tile("f32", 128, 512), lay.hbm("f32", 128, 512))])
+    assert "x 0.81 at 2048 B chunks" in r.formula(0)
+
+
 @pytest.mark.parametrize(("partitions", "free", "sizes"), [
     (128, 512, [8 * 512] * 16),  # 8 partitions per DMA engine
-    (64, 512, [4 * 512] * 16),
-    (1, 4096, [256] * 16),  # one partition: 16 runs of it
-    (3, 100, [20] * 15),  # 5 runs of each of 3 partitions
+    (64, 512, [8 * 512] * 8),  # fewer partitions, fewer engines (bandwidth guide)
+    (4, 4096, [4 * 4096]),  # the DMA overview's Example 1: one transfer on the first DMA engine
+    (1, 4096, [4096]),
+    (100, 3, [8 * 3] * 12 + [4 * 3]),  # the last block is what is left
 ])
 def test_how_a_transfer_is_cut_into_pieces(partitions, free, sizes):
+    """Blocks of 8 consecutive partitions, block k on DMA engine k (DMA overview: each engine
+    corresponds to 8 partition lanes; Example 1, A[4, 4096] into 4 partitions, is one transfer on one
+    engine). Before issue 15's DMA session fewer than 16 partitions were cut into runs over all 16."""
     lay = Layout()
     r = run(sync=[dma(lay.tile("f32", partitions, free), lay.hbm("f32", partitions, free))])
     assert list(r.piece_bytes) == [4 * s for s in sizes] and list(r.piece_engine) == list(range(len(sizes)))
