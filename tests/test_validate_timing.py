@@ -86,3 +86,21 @@ def test_matmul_optimized_lhsT_loads_are_double_buffered():
 
     total, on_loads = tensor_waits(2)
     assert on_loads < total / 3
+
+
+def test_mamba_v1_is_bound_by_dma_engine_0_and_its_row_loads():
+    """docs/timing.md "Calibration", DMA: mamba v1's per-state rows of B and C ([1, 512] fp32) are one
+    2 KiB transfer each on DMA engine 0 (8 partitions per engine: a one-partition load is one piece)
+    at the transfer level's 10%, so engine 0, which also carries its share of every reload of delta and
+    u, is busy nearly all the run while the other 15 are half idle. Before issue 15's DMA session the
+    rows were 16 pieces of 128 B over all engines, and v1 was Vector-bound at 106 us."""
+    _tool()  # puts tools/ on sys.path
+    from calibrate import case
+
+    from ncsim import nki
+    t = nki.simulate(*case("mamba:v1_256")(), {}, values=False).result.timing
+    busy = [(t.piece_end[t.piece_engine == e] - t.piece_start[t.piece_engine == e]).sum() / t.total_ticks
+            for e in range(16)]
+    assert busy[0] > 0.9 and max(busy[1:]) < 0.6
+    rows = t.piece_bytes == 2048  # the rows of B and C: 2 per (state, channel tile), 16 x 2 groups
+    assert rows.sum() == 64 and (t.piece_engine[rows] == 0).all()
