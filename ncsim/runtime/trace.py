@@ -75,7 +75,7 @@ import dataclasses
 import json
 import math
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -578,9 +578,10 @@ class _Events:
         seq[by_order] = np.arange(len(ns))
         return np.lexsort((seq, cls, ns))
 
-    def render(self, events: np.ndarray, buffers: int = 1):
-        """The events' lines in the order given, each after ",\\n", in chunks: views of `buffers`
-        buffers taken in turn, each chunk overwritten by the one `buffers` later."""
+    def render(self, events: np.ndarray | Future, buffers: int = 1):
+        """The events' lines in the order given (or by a future, worked out meanwhile), each after
+        ",\\n", in chunks: views of `buffers` buffers taken in turn, each chunk overwritten by the one
+        `buffers` later."""
         snip = np.frombuffer(b"".join(self.snippets) + bytes(8), np.uint8)  # slack for _move8
         snip_ptr = np.concatenate(([0], np.cumsum([len(s) for s in self.snippets], dtype=np.int64)))
         ops_ptr = np.concatenate(([0], np.cumsum([len(o) for o in self.ops]))).astype(np.int64)
@@ -603,6 +604,8 @@ class _Events:
                                   for code, arg in o) for o, cols in zip(self.ops, self.columns, strict=True)],
                          np.int64).reshape(-1)
         bufs = [np.empty(max(_CHUNK_BYTES, int(bound.max(initial=0)) + 8), np.uint8) for _ in range(buffers)]
+        if isinstance(events, Future):
+            events = events.result()
         i, turn = 0, 0
         while i < len(events):
             buf = bufs[turn]
@@ -776,13 +779,14 @@ def _chunks(result: TimingResult, obj: ObjectFile | None, buffers: int = 1):
     with ThreadPoolExecutor(1) as pool:
         live = [(memory, pool.submit(live_bytes, result, memory, tr)) for memory in (Memory.SBUF, Memory.PSUM)
                 if np.any(result.fp_memory == int(memory))]
-        yield from _events(result, full, pieces, tr, live, buffers)
+        yield from _events(result, full, pieces, tr, live, buffers, pool)
     yield b"\n]}\n"
 
 
-def _events(result: TimingResult, full: bool, pieces: bool, tr: Transfers, live: list,
-            buffers: int) -> Iterator[bytes | np.ndarray]:
-    """The track metadata and the events of _chunks; `live`: (memory, future of its live_bytes)."""
+def _events(result: TimingResult, full: bool, pieces: bool, tr: Transfers, live: list, buffers: int,
+            pool: ThreadPoolExecutor) -> Iterator[bytes | np.ndarray]:
+    """The track metadata and the events of _chunks; `live`: (memory, future of its live_bytes). The
+    events' order is worked out in `pool` while render lays out their fields."""
     hz = result.config.tick_hz
     n = result.count
     tr_ps0, tr_ps1 = ticks_to_ps(tr.start, hz), ticks_to_ps(tr.end, hz)
@@ -906,6 +910,6 @@ def _events(result: TimingResult, full: bool, pieces: bool, tr: Transfers, live:
         ev.add([f'{{"name":"{memory.name} live bytes","ph":"C","ts":', (_FIX6, 0),
                 f',"pid":{PID},"args":{{"bytes":', (_INT, 1), "}}"], [c_ps, level], c_ps, 0, last + 1, False)
 
-    yield from ev.render(ev.order(), buffers)
+    yield from ev.render(pool.submit(ev.order), buffers)
 
 
