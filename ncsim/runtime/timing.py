@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
@@ -461,11 +461,11 @@ _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 @numba.njit(cache=True, _nrt=False)
 def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop, sval,
-              piece_ptr, body_piece_ptr, row_de, row_q, row_bytes, piece_cap, piece_hbm, row_next, body_de_row, body_q_ptr,
-              body_q, latency, hbm_cap, hist_ptr,
+              piece_ptr, body_piece_ptr, row_q, row_bytes, piece_cap, piece_hbm, row_next, body_de_row, body_q_ptr,
+              body_q, body_q_des, latency, hbm_cap, hist_ptr,
               avail, ready, start, end, done, extra, flags, p_start, p_end, e_sig, e_wait, e_sem, h_time, h_rate,
               pc, head, checked, inflight, eng_end, last_end, last_dur, holder, sems, hist_fill, hist_after, hist_k, mono, completed,
-              fifo, fifo_tail, cur, cur_row, q_ready, qbits, moving, queued, n_queued_de, rr, wake,
+              fifo, fifo_tail, cur, cur_row, cur_h, q_ready, empty, qbits, moving, queued, rr, wake,
               a_k, a_h, a_cap, a_rem, a_rate, a_upd, a_end, a_hbm, order, counts):
     """The event loop. At each instant, in this order: DMA pieces finish (by DMA engine), engine
     instructions finish (by engine), instructions start (earliest ready first, ties by engine; until
@@ -501,7 +501,6 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
     n_edges = 0
     n_h = 0
     n_completed = 0
-    n_queued = 0
     dma_next = _INF  # the earliest a_end of the pieces moving
     dma_wake = _INF  # the earliest wake of the DMA engines that have queued pieces and move none
     dma_dirty = False  # the DMA engines' state changed at this instant: dma_next and dma_wake are stale
@@ -672,22 +671,29 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                 done[k] = -max(piece_ptr[k + 1] - piece_ptr[k], np.int64(1))
                 for i in range(body_q_ptr[u], body_q_ptr[u + 1]):  # k joins the queues it uses
                     q = body_q[i]
-                    fifo[fifo_tail[q]] = k
-                    fifo_tail[q] += 1
-                for row in range(body_piece_ptr[u], body_piece_ptr[u + 1]):
-                    de = row_de[row]
-                    q = row_q[row]
-                    qi = de * n_queues + q
-                    if (qbits[de] >> np.uint64(q)) & _ONE == 0:  # it was empty
-                        cur[qi] = fifo_tail[q] - 1
-                        cur_row[qi] = row
-                        dma_dirty = True
-                        q_ready[qi] = t + latency
-                        qbits[de] |= _ONE << np.uint64(q)
-                        queued[de >> 6] |= _ONE << np.uint64(de & 63)
-                        wake[de] = min(wake[de], t + latency)
-                    n_queued_de[de] += 1
-                    n_queued += 1
+                    x = fifo_tail[q]
+                    fifo[x] = k
+                    fifo_tail[q] = x + 1
+                    # The DMA engines whose queue q was empty have k's piece at its head now (the
+                    # others reach k when they get to it).
+                    for w in range(dwords):
+                        need = empty[q * dwords + w] & body_q_des[i * dwords + w]
+                        empty[q * dwords + w] &= ~need
+                        while need != 0:
+                            de = (w << 6) + np.int64(trailing_zeros(need))
+                            need &= need - _ONE
+                            r = body_de_row[u * n_dma + de]
+                            while row_q[r] != q:
+                                r = row_next[r]
+                            qi = de * n_queues + q
+                            cur[qi] = x
+                            cur_row[qi] = r
+                            cur_h[qi] = piece_ptr[k] + r - body_piece_ptr[u]
+                            q_ready[qi] = t + latency
+                            qbits[de] |= _ONE << np.uint64(q)
+                            queued[w] |= _ONE << np.uint64(de & 63)
+                            wake[de] = min(wake[de], t + latency)
+                            dma_dirty = True
             else:
                 cold = last_end[e] < 0 or t > last_end[e]
                 dep = dependent[k]
@@ -727,7 +733,7 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
             break
         # 4. Idle DMA engines take the next eligible piece, round-robin over their queues: the
         #    non-empty ones after the queue served last, then those from the first on.
-        if n_queued > 0 and (dma_dirty or dma_wake <= t):
+        if dma_dirty or dma_wake <= t:
             for dw in range(dwords):
                 dbits = queued[dw] & ~moving[dw]
                 while dbits != 0:
@@ -754,6 +760,7 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                         x = cur[qi]
                         k = fifo[x]
                         row = cur_row[qi]
+                        h = cur_h[qi]
                         rr[de] = q
                         # The next piece of this queue: a later row of k's on it, or the first row on
                         # it of a later dma_copy of queue q.
@@ -762,12 +769,14 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                             r = row_next[r]
                         if r >= 0:
                             cur_row[qi] = r  # the same dma_copy: the same q_ready
+                            cur_h[qi] = h + r - row
                         else:
                             while True:
                                 x += 1
                                 if x == fifo_tail[q]:
                                     break
-                                r = body_de_row[body[fifo[x]] * n_dma + de]
+                                kx = fifo[x]
+                                r = body_de_row[body[kx] * n_dma + de]
                                 while r >= 0 and row_q[r] != q:
                                     r = row_next[r]
                                 if r >= 0:
@@ -775,14 +784,13 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                             if r >= 0:
                                 cur[qi] = x
                                 cur_row[qi] = r
-                                q_ready[qi] = start[fifo[x]] + latency
+                                cur_h[qi] = piece_ptr[kx] + r - body_piece_ptr[body[kx]]
+                                q_ready[qi] = start[kx] + latency
                             else:
                                 qbits[de] &= ~(_ONE << np.uint64(q))
-                        n_queued -= 1
-                        n_queued_de[de] -= 1
-                        if n_queued_de[de] == 0:
-                            queued[dw] &= ~(_ONE << np.uint64(de & 63))
-                        h = piece_ptr[k] + row - body_piece_ptr[body[k]]
+                                empty[q * dwords + dw] |= _ONE << np.uint64(de & 63)
+                                if qbits[de] == 0:
+                                    queued[dw] &= ~(_ONE << np.uint64(de & 63))
                         a_k[de] = k
                         a_h[de] = h
                         a_cap[de] = piece_cap[row]
@@ -891,9 +899,9 @@ def _schedule(prog: Program, flat: _Flat, config: Config, profile: dict[str, flo
     t0 = time.perf_counter()
     status, info, t = _simulate(
         prog.first, flat.body, flat.dependent, flat.body_table, wptr, wsem, wop, wval, sptr, ssem, sop, sval,
-        flat.piece_ptr, flat.body_piece_ptr, table[:, 0].copy(), table[:, 1].copy(), table[:, 2].astype(np.float64),
+        flat.piece_ptr, flat.body_piece_ptr, table[:, 1].copy(), table[:, 2].astype(np.float64),
         flat.piece_cap, table[:, 3] / np.maximum(table[:, 2], 1), flat.row_next, flat.body_de_row,
-        flat.body_q_ptr, flat.body_q, dma_latency_ticks(config),
+        flat.body_q_ptr, flat.body_q, _des_of(flat, n_dma), dma_latency_ticks(config),
         config.hbm_bandwidth / config.tick_hz, hist_ptr,
         avail, ready, start, end, done, extra, flags, p_start, p_end, e_sig, e_wait, e_sem, h_time, h_rate,
         *state, counts)
@@ -925,6 +933,27 @@ def _schedule(prog: Program, flat: _Flat, config: Config, profile: dict[str, flo
         _piece_table=flat.piece_table, _program=prog)
 
 
+def _bits(members: Iterable[int], n_dma: int) -> np.ndarray:
+    """A bitset of the DMA engines listed: 64-bit words."""
+    words = np.zeros((n_dma + 63) // 64, np.uint64)
+    for de in members:
+        words[de >> 6] |= np.uint64(1) << np.uint64(de & 63)
+    return words
+
+
+def _des_of(flat: _Flat, n_dma: int) -> np.ndarray:
+    """[i x words + word], i indexing body_q: the DMA engines on which body i's pieces use that queue."""
+    words = (n_dma + 63) // 64
+    out = np.zeros(len(flat.body_q) * words, np.uint64)
+    table = flat.piece_table
+    for u in range(len(flat.body_q_ptr) - 1):
+        rows = range(int(flat.body_piece_ptr[u]), int(flat.body_piece_ptr[u + 1]))
+        for i in range(int(flat.body_q_ptr[u]), int(flat.body_q_ptr[u + 1])):
+            out[i * words:(i + 1) * words] = _bits((int(table[r, 0]) for r in rows if table[r, 1] == flat.body_q[i]),
+                                                   n_dma)
+    return out
+
+
 class _State(NamedTuple):
     """The scheduler's working state, allocated here so that `_simulate` allocates nothing (its
     order is that of _simulate's arguments)."""
@@ -954,11 +983,12 @@ class _State(NamedTuple):
     fifo_tail: np.ndarray
     cur: np.ndarray
     cur_row: np.ndarray
+    cur_h: np.ndarray  # and its piece number
     q_ready: np.ndarray  # when the head piece of a queue is eligible
+    empty: np.ndarray  # [q x words + word]: the DMA engines whose queue q is empty (a bitset)
     qbits: np.ndarray  # each DMA engine's non-empty queues (a bitset)
     moving: np.ndarray  # DMA engines that move a piece (bitset)
     queued: np.ndarray  # DMA engines with queued pieces (bitset)
-    n_queued_de: np.ndarray
     rr: np.ndarray  # the queue each DMA engine served last
     wake: np.ndarray  # the earliest a queued piece of the DMA engine is eligible
     a_k: np.ndarray  # per DMA engine, the piece it moves: its dma_copy, its number h
@@ -990,8 +1020,9 @@ class _State(NamedTuple):
             hist_k=np.empty(hist_ptr[-1], i64), mono=np.ones(n_sems, np.bool_),
             completed=np.empty(n_eng + n_dma + 1, i64),
             fifo=np.empty(fifo_ptr[-1], index), fifo_tail=fifo_ptr[:-1].copy(), cur=np.zeros(n_dma * n_queues, i64),
-            cur_row=np.zeros(n_dma * n_queues, i64), q_ready=np.zeros(n_dma * n_queues, i64), qbits=np.zeros(n_dma, np.uint64),
-            moving=np.zeros(dwords, np.uint64), queued=np.zeros(dwords, np.uint64), n_queued_de=np.zeros(n_dma, i64),
+            cur_row=np.zeros(n_dma * n_queues, i64), cur_h=np.zeros(n_dma * n_queues, i64),
+            q_ready=np.zeros(n_dma * n_queues, i64), empty=np.tile(_bits(range(n_dma), n_dma), n_queues), qbits=np.zeros(n_dma, np.uint64),
+            moving=np.zeros(dwords, np.uint64), queued=np.zeros(dwords, np.uint64),
             rr=np.full(n_dma, n_queues - 1, i64), wake=np.full(n_dma, _INF, i64), a_k=np.zeros(n_dma, i64),
             a_h=np.zeros(n_dma, i64), a_cap=np.zeros(n_dma, np.float64), a_rem=np.zeros(n_dma, np.float64),
             a_rate=np.zeros(n_dma, np.float64), a_upd=np.zeros(n_dma, i64), a_end=np.zeros(n_dma, i64),
