@@ -90,7 +90,6 @@ from ncsim.asm.fields import SIGNAL_OPS, WAIT_OPS, APKind, SemOp
 from ncsim.asm.instruction import Instruction, layout
 from ncsim.asm.objfile import ObjectFile
 from ncsim.memory.access import AccessPattern, Immediate, Memory
-from ncsim.runtime.races import _counting_order
 from ncsim.runtime.timing import ACCESS_READ, ACCESS_WRITE, ENGINES, TimingResult
 
 PROCESS = "NeuronCore-v2"
@@ -569,11 +568,10 @@ class _Events:
         slices = np.repeat(np.array([bool(k[2]) for k in self.keys]), [len(k[0]) for k in self.keys])
         top = int(d.max(initial=0))
         order = np.concatenate([k[3] for k in self.keys])
+        by_order, key = _event_order(ns, d, slices, order, top)
         if int(ns.min()) >= 0 and int(d.min()) >= 0 and (int(ns.max()) + 1) * (2 * top + 1) < 2**63:
-            idx, key = _event_order(ns, d, slices, order, top)
-            return idx[np.argsort(key, kind="stable")]  # timsort: runs of events already in order
-        cls = np.where(slices & (d > 0), top - d, 2 * top - d)
-        by_order = _counting_order(order - order.min(), int(order.max() - order.min()) + 1)
+            return by_order[np.argsort(key, kind="stable")]  # timsort: runs of events already in order
+        cls = np.where(slices & (d > 0), top - d, 2 * top - d)  # the key overflowed: three keys
         seq = np.empty(len(ns), np.int64)
         seq[by_order] = np.arange(len(ns))
         return np.lexsort((seq, cls, ns))
@@ -618,7 +616,7 @@ class _Events:
 def _event_order(ns, d, is_slice, order, top):
     """Events.order's first step: (idx, key), the events' indices in a stable counting sort by order
     and, in that order, the key ns * (2 * top + 1) + class (class: top - d for a slice of positive
-    duration d, else 2 * top - d), which the caller checked fits in 63 bits."""
+    duration d, else 2 * top - d), which the caller uses only if it fits in 63 bits."""
     n = ns.shape[0]
     lo, hi = order.min(), order.max()
     start = np.zeros(hi - lo + 2, np.int64)
