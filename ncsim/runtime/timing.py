@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
@@ -58,6 +59,27 @@ ISSUE_INTERVAL = 8  # Scalar: dependent and tiny, so it lasts the issue interval
 DEPENDENT = 16  # it reads bytes the previous data-path instruction of its engine wrote
 
 # ACCESS_READ, ACCESS_WRITE: bits of TimingResult.fp_access (ncsim.program's)
+
+
+# numpy asks the kernel for transparent huge pages for every array of 4 MiB or more
+# (madvise(MADV_HUGEPAGE)); where the kernel then compacts memory synchronously to find them
+# (/sys/kernel/mm/transparent_hugepage/defrag = madvise, this machine's setting), first touching
+# such an array costs more than filling it: time_program on tools/bench_pipeline.py's 10^6 program,
+# run cold, took 0.70 s with the advice and 0.33 s without.
+_set_huge_pages = getattr(getattr(getattr(np, "_core", None), "multiarray", None), "_set_madvise_hugepage", None)
+
+
+@contextmanager
+def small_pages() -> Iterator[None]:
+    """Arrays allocated inside come without numpy's huge-page advice (see above)."""
+    if _set_huge_pages is None:
+        yield
+        return
+    before = _set_huge_pages(False)
+    try:
+        yield
+    finally:
+        _set_huge_pages(before)
 
 
 # --------------------------------------------------------------------------- the result
@@ -186,12 +208,14 @@ class TimingResult:
     @cached_property
     def piece_instr(self) -> np.ndarray:
         """The dma_copy (k) of each piece."""
-        out = np.empty(self.pieces, np.int64)
+        with small_pages():
+            out = np.empty(self.pieces, np.int64)
         _piece_instr(self.piece_ptr, out)
         return out
 
     def _piece_column(self, column: int) -> np.ndarray:
-        out = np.empty(self.pieces, np.int64)
+        with small_pages():
+            out = np.empty(self.pieces, np.int64)
         _piece_column(self.piece_ptr, self.body, self._body_piece_ptr, self._piece_table[:, column].copy(), out)
         return out
 
@@ -320,9 +344,10 @@ def time_program(program: Program | ObjectFile | Mapping[str, Sequence[Instructi
     """
     t0 = time.perf_counter()
     prog = Program.of(program, file)
-    flat = _flatten(prog, config)
-    t1 = time.perf_counter()
-    result = _schedule(prog, flat, config, profile)
+    with small_pages():
+        flat = _flatten(prog, config)
+        t1 = time.perf_counter()
+        result = _schedule(prog, flat, config, profile)
     if profile is not None:
         profile["read"] = t1 - t0
         profile["total"] = time.perf_counter() - t0
