@@ -59,6 +59,7 @@ Ties go to the earlier candidate: engines in Tensor, Vector, Scalar, GpSimd orde
 from __future__ import annotations
 
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import numba
@@ -309,32 +310,68 @@ def _size(n: int) -> str:
 # start and by end and keeping five arrays as long as the pieces; now 0.09 s and 48 MiB (50 B/instr).
 
 _MERGE_RUNS = 16  # at most this many runs are merged; more are sorted
+# From this many instructions and pieces, the per-instruction passes (_instructions, _busy) run in a
+# second thread while this one visits the pieces (their kernels release the GIL): with two cores free,
+# 0.047 -> 0.036 s of the 10^6 object's report. Below it a thread costs more than it saves.
+_THREAD_FROM = 100_000
 
 
 def report(result: TimingResult) -> Report:
     """The report of a timed run (see the module docstring for every number and the verdict)."""
-    r, cfg = result, result.config
+    if result.count + result.pieces < _THREAD_FROM:
+        return _report(result, None)
+    with ThreadPoolExecutor(1) as pool:
+        return _report(result, pool)
+
+
+def _report(r: TimingResult, pool: ThreadPoolExecutor | None) -> Report:
+    cfg = r.config
     total = int(r.total_ticks)
     costs = r.body_cost
     body_dma = r.body_opcode == _DMA_COPY
 
-    # Per instruction: what each semaphore wait was for (its releaser that finished last, followed
-    # back, see above), and each engine's busy, semaphore and port times.
-    counts, releaser, sums, k_last = _instructions(r.first, r.body, body_dma, r.avail, r.ready, r.start, r.end,
-                                                   r.done, r.edge_wait, r.edge_signal)
+    # Per instruction (in `pool`'s thread if given): the instructions of each body; what each
+    # semaphore wait was for (its releaser that finished last, followed back, see above); each
+    # engine's busy, semaphore and port times; the union of the engines' busy intervals (for the
+    # timeline, below).
+    def per_instruction() -> tuple:
+        return (_instructions(r.first, r.body, body_dma, r.avail, r.ready, r.start, r.end, r.done, r.edge_wait,
+                              r.edge_signal),
+                _busy(*_order(r.start), r.start, r.end))  # a run per engine: each engine's are in order
+
+    later = pool.submit(per_instruction) if pool is not None else None
+
+    # DMA directions, and the DMA engine of each piece of each body's transfer (CSR): piece h of
+    # dma_copy k is piece h - piece_ptr[k] of its body's (as the timing model lays them out). Every
+    # body is some instruction's (Program.body_first).
+    moving = [b for b, c in enumerate(costs) if c.transfer is not None and c.transfer.pieces]
+    pairs = sorted({(int(costs[b].transfer.src), int(costs[b].transfer.dst)) for b in moving},
+                   key=lambda p: (p[0] != Memory.HBM, p))
+    dir_of_body = np.full(len(costs), -1, np.int64)
+    for b in moving:
+        dir_of_body[b] = pairs.index((int(costs[b].transfer.src), int(costs[b].transfer.dst)))
+    plans = [c.transfer.pieces if c.transfer is not None else () for c in costs]
+    body_ptr = np.zeros(len(costs) + 1, np.int64)
+    body_ptr[1:] = np.cumsum([len(ps) for ps in plans])
+    body_engine = np.array([p.engine for ps in plans for p in ps], np.int64)
+
+    # Per piece, in order of start: the time some piece of each direction moved, all of them did,
+    # the DMA engines' time, and the piece each piece waited for (the critical path's).
+    waited_for = np.empty(r.pieces, np.int32 if r.pieces < 2**31 else np.int64)
+    args = (r.piece_ptr, r.piece_instr, r.body, dir_of_body, len(pairs), body_ptr, body_engine, r.piece_start,
+            r.piece_end, r.start, dma_latency_ticks(cfg), waited_for)
+    ok, piece_ticks, p_last, moved, b_start, b_end = _by_start(r.piece_ptr[r.first], _EMPTY, *args)
+    if not ok:  # the pieces of some stream's dma_copy instructions are not in order of start
+        ok, piece_ticks, p_last, moved, b_start, b_end = _by_start(*_order(r.piece_start), *args)
+
+    (counts, releaser, sums, k_last), (a_start, a_end) = later.result() if later is not None else per_instruction()
     used = np.flatnonzero(counts)  # the bodies of the run, in order of body
     engines = []
     for e, name in enumerate(ENGINES):
         b, s, p, s_dma = (int(x) for x in sums[e])
         engines.append(EngineStats(name, int(r.first[e + 1] - r.first[e]), b, s, s_dma, p, total - b - s - p))
 
-    # DMA, per body: directions, queues, DMA engines, bytes and chunk efficiency.
-    moving = [int(b) for b in used if costs[b].transfer is not None and costs[b].transfer.pieces]
-    pairs = sorted({(int(costs[b].transfer.src), int(costs[b].transfer.dst)) for b in moving},
-                   key=lambda p: (p[0] != Memory.HBM, p))
-    dir_of_body = np.full(len(costs), -1, np.int64)
-    for b in moving:
-        dir_of_body[b] = pairs.index((int(costs[b].transfer.src), int(costs[b].transfer.dst)))
+    # DMA, per body: transfers, bytes, queues, DMA engines and chunk efficiency.
     transfers, nbytes = [0] * len(pairs), [0] * len(pairs)
     dma_bytes = hbm_bytes = 0
     for b in moving:
@@ -351,21 +388,6 @@ def report(result: TimingResult) -> Report:
         if c.transfer is not None:
             eff_num += count * sum(p.nbytes * p.efficiency for p in c.transfer.pieces)
             eff_den += count * sum(p.nbytes for p in c.transfer.pieces)
-    # The DMA engine of each piece of each body's transfer (CSR): piece h of dma_copy k is piece
-    # h - piece_ptr[k] of its body's (as the timing model lays them out).
-    plans = [c.transfer.pieces if c.transfer is not None else () for c in costs]
-    body_ptr = np.zeros(len(costs) + 1, np.int64)
-    body_ptr[1:] = np.cumsum([len(ps) for ps in plans])
-    body_engine = np.array([p.engine for ps in plans for p in ps], np.int64)
-
-    # Per piece, in order of start: the time some piece of each direction moved, all of them did,
-    # the DMA engines' time, and the piece each piece waited for (the critical path's).
-    waited_for = np.empty(r.pieces, np.int32 if r.pieces < 2**31 else np.int64)
-    args = (r.piece_ptr, r.piece_instr, r.body, dir_of_body, len(pairs), body_ptr, body_engine, r.piece_start,
-            r.piece_end, r.start, dma_latency_ticks(cfg), waited_for)
-    ok, piece_ticks, p_last, moved, b_start, b_end = _by_start(r.piece_ptr[r.first], _EMPTY, *args)
-    if not ok:  # the pieces of some stream's dma_copy instructions are not in order of start
-        ok, piece_ticks, p_last, moved, b_start, b_end = _by_start(*_order(r.piece_start), *args)
     directions = [DirectionStats(f"{Memory(a).label}->{Memory(b).label}", transfers[d], nbytes[d], int(moved[d]))
                   for d, (a, b) in enumerate(pairs)]
     # The GpSimd cores' TCM accessor blocks from and to HBM: through the DMA model, so DMA traffic too.
@@ -389,7 +411,6 @@ def report(result: TimingResult) -> Report:
                 fp32 += int(counts[b])
 
     # Timeline: some engine busy; else data moving; else latency.
-    a_start, a_end = _busy(*_order(r.start), r.start, r.end)  # a run per engine, as each engine's are in order
     computing, dma_active = int((a_end - a_start).sum()), int((b_end - b_start).sum())
     both = _union_length(a_start, a_end, b_start, b_end)
     rep = Report(
@@ -431,7 +452,7 @@ _EMPTY = np.zeros(0, np.int64)
 _BIG = 2**62
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _instructions(first, body, body_dma, avail, ready, start, end, done, edge_wait, edge_signal):
     """(counts, releaser, sums, k_last): counts[b] instructions of body b; releaser[k] is the
     releaser of instruction k's semaphore wait that finished last (the last such edge of equals; -1
@@ -501,7 +522,7 @@ def _next_run(runs, head, order, keys):
     return j, s, j2, s2
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _by_start(runs, order, piece_ptr, piece_instr, body, dir_of_body, n_dir, body_ptr, body_engine, piece_start,
               piece_end, start, latency, waited_for):
     """Visit the pieces in order of (start, index), merging `runs` (see _order). Fills waited_for:
@@ -589,7 +610,7 @@ def _by_start(runs, order, piece_ptr, piece_instr, body, dir_of_body, n_dir, bod
     return True, ticks, p_last, moved, out_lo[:n_out].copy(), out_hi[:n_out].copy()
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _busy(runs, order, start, end):
     """The union of the intervals [start, end) that are not empty, as disjoint intervals (lo, hi)
     in order, visiting them in order of start by merging `runs` (see _order)."""

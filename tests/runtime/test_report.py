@@ -20,6 +20,7 @@ from ncsim.asm.fields import SemOp
 from ncsim.asm.instruction import Instruction
 from ncsim.config import Config
 from ncsim.memory.access import Memory
+from ncsim.runtime import report as report_module
 from ncsim.runtime.report import (
     _EMPTY,
     PATH_KINDS,
@@ -472,3 +473,13 @@ def test_pieces_in_runs_are_visited_in_order_of_start_and_index(copies, streams)
         assert last == (int(np.argmax(end)) if m else -1)
         assert moved[0] == int((hi - lo).sum()) == union_length([(s, e) for s, e in zip(starts, ends, strict=True)
                                                                    if e > s])
+
+
+def test_the_report_is_the_same_with_its_second_thread(monkeypatch):
+    """Large runs do the per-instruction passes in a second thread (_THREAD_FROM): the same report."""
+    for path in PROGRAMS:
+        r = time_program(assemble_file(path), CFG, str(path))
+        monkeypatch.setattr(report_module, "_THREAD_FROM", 10**12)
+        alone = report(r)
+        monkeypatch.setattr(report_module, "_THREAD_FROM", 0)
+        assert report(r) == alone and report(r).format() == alone.format()
