@@ -210,12 +210,12 @@ def find_races(result: TimingResult, limit: int = 20) -> RaceReport:
     pair = np.stack([np.minimum(a_k, b_k), np.maximum(a_k, b_k)], axis=1)
     _, first = np.unique(pair, axis=0, return_index=True)
     a_k, a_row, b_k, b_row = a_k[first], a_row[first], b_k[first], b_row[first]
-    lo_a, lo_b = g.active[a_k], g.active[b_k]
+    lo_a, lo_b = g.active(a_k), g.active(b_k)
     order = np.lexsort((np.minimum(a_k, b_k), np.minimum(lo_a, lo_b), np.maximum(lo_a, lo_b)))[:max(limit, 0)]
     races = []
     for i in order:
         sides = [(int(a_k[i]), int(a_row[i])), (int(b_k[i]), int(b_row[i]))]
-        sides.sort(key=lambda s: (g.active[s[0]], g.active_end(s[0]), s[0]))
+        sides.sort(key=lambda s: (int(g.active(s[0])), g.active_end(s[0]), s[0]))
         races.append(_race(result, g, *sides))
     return RaceReport(tuple(races), len(a_k), not truncated)
 
@@ -249,7 +249,7 @@ def _race(result: TimingResult, g: _Graph, a: tuple[int, int], b: tuple[int, int
 def _access(result: TimingResult, g: _Graph, k: int, row: int) -> Access:
     e = int(np.searchsorted(result.first, k, side="right")) - 1
     return Access(k, ENGINES[e], k - int(result.first[e]), result.mnemonic(k), g.stream_name(k),
-                  bool(result.fp_access[row] & ACCESS_WRITE), result.loc(k), result.ns(int(g.active[k])),
+                  bool(result.fp_access[row] & ACCESS_WRITE), result.loc(k), result.ns(int(g.active(k))),
                   result.ns(g.active_end(k)))
 
 
@@ -270,15 +270,17 @@ class _Graph:
                                  np.int64).reshape(-1)
         n_queues = int(queue_of_body.max()) + 1 if len(queue_of_body) else 1
         self.dma_i, self.dma_k, self.d_stream, self.d_spos, self.s_ptr, keys = _dmas(
-            r.first, r.body, dma_body, queue_of_body, n_queues)
+            r.first, r.body, dma_body, queue_of_body, n_queues, _big(n, np.int32), _big(n, np.int32),
+            _big(n, np.int32), _big(n, np.int32))
         self.n_streams = n_eng + len(keys)
         # Streams: engines 0..4, then each (issuing engine, queue) of a transfer.
         self.stream_names = list(ENGINES) + [f"dma queue {int(x) % n_queues} from {ENGINES[int(x) // n_queues]}"
                                              for x in keys]
         # Accesses (instructions with footprints) by stream, one clock column per stream that has any,
         # with their active times and time keys (made monotone along the stream).
-        self.active, col_of_stream, self.acc_ptr, self.acc_k, self.acc_node, self.acc_key = _accesses(
-            r.first, r.fp_ptr, self.dma_i, self.d_stream, self.n_streams, r.start, r.piece_ptr, r.piece_start)
+        self.d_active, col_of_stream, self.acc_ptr, self.acc_k, self.acc_node, self.acc_key = _accesses(
+            r.first, r.fp_ptr, self.dma_i, self.dma_k, self.d_stream, self.n_streams, r.start, r.piece_ptr,
+            r.piece_start, _big(len(self.dma_k), np.int64), _big(n, np.int32), _big(n, np.int32), _big(n, np.int64))
         self.col_of_stream = col_of_stream
         self.n_cols = len(self.acc_ptr) - 1
         self.n = n
@@ -288,7 +290,7 @@ class _Graph:
         # so which of them could conflict with another stream is quick to find. Sorted by (column, lo,
         # hi, write); dist[row] is the rank of a row's.
         self.dist, k_col, k_lo, k_hi, k_w = _distinct(self.acc_ptr, self.acc_k, r.fp_ptr, r.fp_memory, r.fp_lo,
-                                                      r.fp_hi, r.fp_access)
+                                                      r.fp_hi, r.fp_access, _big(len(r.fp_memory), np.int32))
         d_order = np.lexsort((k_w, k_hi, k_lo, k_col))
         rank = np.empty(len(k_col), np.int32)
         rank[d_order] = np.arange(len(k_col), dtype=np.int32)
@@ -303,9 +305,15 @@ class _Graph:
         tmax = int(r.total_ticks) + 1
         if tmax >= 1 << 54:
             raise SimError(f"the run is too long ({r.total_ticks} ticks) to check for races")
+        n_sems = 1 + max(int(r.signal_sem.max(initial=0)), int(r.edge_sem.max(initial=0)))
+        n_nodes = self.n + len(self.dma_k)
         clock, ok = _clocks(r.first, self.dma_i, self.dma_k, self.d_stream, self.d_spos, self.s_ptr, r.fp_ptr,
                             self.col_of_stream, self.n_cols, r.start, r.end, r.done, r.ready, r.signal_ptr,
-                            r.signal_sem, r.edge_signal, r.edge_wait, r.edge_sem)
+                            r.signal_sem, r.edge_signal, r.edge_wait, r.edge_sem, n_sems,
+                            _big((n_nodes, self.n_cols), np.int32), np.zeros(n_nodes, np.bool_),
+                            _big(len(r.signal_sem), np.int32), _big(len(r.signal_sem), np.int64),
+                            np.zeros(self.n + 1, np.int32), _big(len(r.edge_wait), np.int32),
+                            _big(len(r.edge_wait), np.int32))
         if not ok:  # the graph follows time, so it cannot have a cycle
             raise AssertionError("ncsim bug: the happens-before graph of a timed run has a cycle")
         return clock
@@ -316,12 +324,28 @@ class _Graph:
             return ENGINES[int(np.searchsorted(self.r.first, k, side="right")) - 1]
         return self.stream_names[len(ENGINES) + int(self.d_stream[i])]
 
+    def active(self, k):
+        """When instruction k's accesses begin (k an int or an array): its start; for a dma_copy its
+        transfer's earliest piece's start (its start if it has no pieces)."""
+        i = self.dma_i[k]
+        if np.ndim(k) == 0:
+            return int(self.d_active[i]) if i >= 0 else int(self.r.start[k])
+        return np.where(i >= 0, self.d_active[np.maximum(i, 0)] if len(self.d_active) else 0, self.r.start[k])
+
     def active_end(self, k: int) -> int:
         """When instruction k's accesses end: its end, for a dma_copy its transfer's last piece's."""
         return int(self.r.done[k] if self.dma_i[k] >= 0 else self.r.end[k])
 
 
 # --------------------------------------------------------------------------- numba kernels
+
+def _big(shape, dtype) -> np.ndarray:
+    """An array for a kernel to fill, allocated by numpy rather than inside the kernel: numpy asks
+    the kernel for transparent huge pages on large arrays (madvise), so filling 32 MB costs 16 page
+    faults instead of 8192, where numba's allocator takes plain pages; at 10^6 instructions the check
+    took 21,000 page faults before."""
+    return np.empty(shape, dtype)
+
 
 @numba.njit(cache=True)
 def _counting_order(keys, n_keys):
@@ -339,14 +363,13 @@ def _counting_order(keys, n_keys):
 
 
 @numba.njit(cache=True)
-def _dmas(first, body, dma_body, queue_of_body, n_queues):
+def _dmas(first, body, dma_body, queue_of_body, n_queues, dma_i, dma_k, d_stream, d_spos):
     """The dma_copy instructions and their DMA streams: dma_i[k] (the dma_copy's number i in program
     order, -1 for other instructions), dma_k[i], d_stream[i] (its stream among the DMA streams,
     numbered in order of (issuing engine, queue)), d_spos[i] (its place in that stream), s_ptr (the
-    count of each stream, cumulated) and the streams' keys (engine * n_queues + queue)."""
+    count of each stream, cumulated) and the streams' keys (engine * n_queues + queue). The arrays of
+    n come from the caller (see _big), and the d_ ones are cut to their length."""
     n_eng = first.shape[0] - 1
-    n = first[n_eng]
-    dma_i = np.empty(n, np.int32)
     used = np.zeros(n_eng * n_queues, np.bool_)
     nd = 0
     for e in range(n_eng):
@@ -367,9 +390,6 @@ def _dmas(first, body, dma_body, queue_of_body, n_queues):
     for x in range(n_eng * n_queues):
         if used[x]:
             keys[sid[x]] = x
-    dma_k = np.empty(nd, np.int32)
-    d_stream = np.empty(nd, np.int32)
-    d_spos = np.empty(nd, np.int32)
     s_ptr = np.zeros(n_s + 1, np.int64)
     i = 0
     for e in range(n_eng):
@@ -383,30 +403,34 @@ def _dmas(first, body, dma_body, queue_of_body, n_queues):
                 i += 1
     for s in range(n_s):
         s_ptr[s + 1] += s_ptr[s]
-    return dma_i, dma_k, d_stream, d_spos, s_ptr, keys
+    return dma_i, dma_k[:nd], d_stream[:nd], d_spos[:nd], s_ptr, keys
 
 
 @numba.njit(cache=True)
-def _accesses(first, fp_ptr, dma_i, d_stream, n_streams, start, piece_ptr, piece_start):
-    """(active, col_of_stream, acc_ptr, acc_k, acc_node, acc_key): active[k] is when instruction k's
-    accesses begin (its start; for a dma_copy with pieces its transfer's earliest piece start); the
-    accesses (instructions with footprint rows) by column (the streams that have any, in stream
-    order), in program order: acc_k, acc_node (k, or n + i for the transfer of the i-th dma_copy) and
-    acc_key (active, made monotone along the column)."""
+def _accesses(first, fp_ptr, dma_i, dma_k, d_stream, n_streams, start, piece_ptr, piece_start, d_active, acc_k,
+              acc_node, acc_key):
+    """(d_active, col_of_stream, acc_ptr, acc_k, acc_node, acc_key). An instruction's accesses begin at
+    its start; a dma_copy's at its transfer's earliest piece start (d_active[i] for the i-th
+    dma_copy; its start if it has no pieces). The accesses (instructions with footprint rows) by
+    column (the streams that have any, in stream order), in program order: acc_k, acc_node (k, or
+    n + i for the transfer of the i-th dma_copy) and acc_key (when they begin, made monotone along
+    the column). The arrays are the caller's (see _big), cut to their lengths."""
     n_eng = first.shape[0] - 1
     n = first[n_eng]
-    active = np.empty(n, np.int64)
+    nd = dma_k.shape[0]
+    for i in range(nd):
+        k = dma_k[i]
+        a = start[k]
+        if piece_ptr[k + 1] > piece_ptr[k]:
+            a = piece_start[piece_ptr[k]]
+            for p in range(piece_ptr[k] + 1, piece_ptr[k + 1]):
+                a = min(a, piece_start[p])
+        d_active[i] = a
     count = np.zeros(n_streams, np.int64)
     for e in range(n_eng):
         for k in range(first[e], first[e + 1]):
-            i = dma_i[k]
-            a = start[k]
-            if i >= 0 and piece_ptr[k + 1] > piece_ptr[k]:
-                a = piece_start[piece_ptr[k]]
-                for p in range(piece_ptr[k] + 1, piece_ptr[k + 1]):
-                    a = min(a, piece_start[p])
-            active[k] = a
             if fp_ptr[k + 1] > fp_ptr[k]:
+                i = dma_i[k]
                 count[e if i < 0 else n_eng + d_stream[i]] += 1
     col_of_stream = np.full(n_streams, -1, np.int64)
     n_cols = 0
@@ -421,21 +445,19 @@ def _accesses(first, fp_ptr, dma_i, d_stream, n_streams, start, piece_ptr, piece
     for c in range(n_cols):
         acc_ptr[c + 1] += acc_ptr[c]
     m = acc_ptr[n_cols]
-    acc_k = np.empty(m, np.int32)
-    acc_node = np.empty(m, np.int32)
-    acc_key = np.empty(m, np.int64)
     fill = acc_ptr[:n_cols].copy()
     for e in range(n_eng):
         for k in range(first[e], first[e + 1]):
             if fp_ptr[k + 1] > fp_ptr[k]:
                 i = dma_i[k]
                 c = col_of_stream[e if i < 0 else n_eng + d_stream[i]]
+                a = start[k] if i < 0 else d_active[i]
                 at = fill[c]
                 fill[c] += 1
                 acc_k[at] = k
                 acc_node[at] = k if i < 0 else n + i
-                acc_key[at] = active[k] if at == acc_ptr[c] else max(active[k], acc_key[at - 1])
-    return active, col_of_stream, acc_ptr, acc_k, acc_node, acc_key
+                acc_key[at] = a if at == acc_ptr[c] else max(a, acc_key[at - 1])
+    return d_active[:nd], col_of_stream, acc_ptr, acc_k[:m], acc_node[:m], acc_key[:m]
 
 
 @numba.njit(inline="always")
@@ -446,12 +468,11 @@ def _addr(memory, byte):
 
 
 @numba.njit(cache=True)
-def _distinct(acc_ptr, acc_k, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access):
+def _distinct(acc_ptr, acc_k, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, local):
     """The distinct (column, lo, hi, write) of the accesses' footprint rows, lo and hi on one address
     line (_addr), by an open-addressing hash table: (local, col, lo, hi, write) with local[row] the
-    distinct footprint of each row, numbered in order of first appearance (every row is an access's)."""
-    m = fp_memory.shape[0]
-    local = np.empty(m, np.int32)
+    distinct footprint of each row, numbered in order of first appearance (every row is an access's;
+    `local` is the caller's, see _big)."""
     cap = 1024
     k_col = np.empty(cap, np.int64)
     k_lo = np.empty(cap, np.int64)
@@ -535,7 +556,8 @@ def _where(node, n, first, d_stream, d_spos):
 
 @numba.njit(cache=True)
 def _clocks(first, dma_i, dma_k, d_stream, d_spos, s_ptr, fp_ptr, col_of_stream, n_cols, start, end, done, ready,
-            signal_ptr, signal_sem, edge_signal, edge_wait, edge_sem):
+            signal_ptr, signal_sem, edge_signal, edge_wait, edge_sem, n_sems, clock, complete, g_node, g_key, w_ptr,
+            w_sig, w_sem):
     """Vector clocks over the happens-before relation of the module docstring: clock[v, c] is the last
     instruction of column c's stream known complete once node v is complete (nodes: k for instruction
     k, for a dma_copy its issue; n + i for the transfer of the i-th dma_copy), -1 if none. For another
@@ -553,7 +575,8 @@ def _clocks(first, dma_i, dma_k, d_stream, d_spos, s_ptr, fp_ptr, col_of_stream,
     update, and completing it makes all the earlier ones known (a chain's clocks only grow). A chain
     is processed from its head as far as it can go; when a node's predecessor lies ahead in another
     chain, that chain is processed up to it first (a stack of chains: depth-first, each node's clock
-    computed once)."""
+    computed once). The arrays from `clock` on are the caller's (see _big); `complete` and `w_ptr`
+    come zeroed."""
     n_eng = first.shape[0] - 1
     n = first[n_eng]
     nd = dma_k.shape[0]
@@ -563,36 +586,25 @@ def _clocks(first, dma_i, dma_k, d_stream, d_spos, s_ptr, fp_ptr, col_of_stream,
     for i in range(nd):
         s_list[s_ptr[d_stream[i]] + d_spos[i]] = i
     # Semaphore updates by (semaphore, chain), each list in chain order: the node, its key's suffix minimum.
-    n_sems = 1
-    for j in range(signal_sem.shape[0]):
-        n_sems = max(n_sems, signal_sem[j] + 1)
-    for e in range(edge_sem.shape[0]):
-        n_sems = max(n_sems, edge_sem[e] + 1)
     g_ptr = np.zeros(n_sems * n_ch + 1, np.int64)
     for e in range(n_eng):
         for k in range(first[e], first[e + 1]):
+            if signal_ptr[k + 1] == signal_ptr[k]:
+                continue
             ch = e if dma_i[k] < 0 else n_eng + d_stream[dma_i[k]]
             for j in range(signal_ptr[k], signal_ptr[k + 1]):
                 g_ptr[signal_sem[j] * n_ch + ch + 1] += 1
     for g in range(n_sems * n_ch):
         g_ptr[g + 1] += g_ptr[g]
-    nu = g_ptr[n_sems * n_ch]
-    g_node = np.empty(nu, np.int32)
-    g_key = np.empty(nu, np.int64)
     fill = g_ptr[:n_sems * n_ch].copy()
-    for ch in range(n_ch):  # in chain order
-        m = first[ch + 1] - first[ch] if ch < n_eng else s_ptr[ch - n_eng + 1] - s_ptr[ch - n_eng]
-        for p in range(m):
-            if ch < n_eng:
-                k = first[ch] + p
-                if dma_i[k] >= 0:
-                    continue
-                node = k
-            else:
-                i = s_list[s_ptr[ch - n_eng] + p]
-                k = dma_k[i]
-                node = n + i
-            late = 0 if (node >= n or end[k] > start[k]) else 1
+    for e in range(n_eng):  # in program order, which is each chain's order (a DMA stream has one issuing engine)
+        for k in range(first[e], first[e + 1]):
+            if signal_ptr[k + 1] == signal_ptr[k]:
+                continue
+            i = dma_i[k]
+            ch = e if i < 0 else n_eng + d_stream[i]
+            node = k if i < 0 else n + i
+            late = 0 if (i >= 0 or end[k] > start[k]) else 1
             for j in range(signal_ptr[k], signal_ptr[k + 1]):
                 g = signal_sem[j] * n_ch + ch
                 g_node[fill[g]] = node
@@ -611,25 +623,22 @@ def _clocks(first, dma_i, dma_k, d_stream, d_spos, s_ptr, fp_ptr, col_of_stream,
                 sg[sg_ptr[sem + 1]] = sem * n_ch + uc
                 sg_ptr[sem + 1] += 1
     # The edges of each waiting instruction, in its order: the releaser's node and the semaphore.
-    w_ptr = np.zeros(n + 1, np.int32)
     for e in range(edge_wait.shape[0]):
         w_ptr[edge_wait[e] + 1] += 1
     most = 0
     for k in range(n):
         most = max(most, w_ptr[k + 1])
         w_ptr[k + 1] += w_ptr[k]
-    w_sig = np.empty(edge_wait.shape[0], np.int32)
-    w_sem = np.empty(edge_wait.shape[0], np.int32)
-    wfill = w_ptr[:n].copy()
-    for e in range(edge_wait.shape[0]):
-        x = wfill[edge_wait[e]]
-        wfill[edge_wait[e]] += 1
+    for e in range(edge_wait.shape[0]):  # w_ptr[k] serves as k's cursor, and ends as w_ptr[k + 1] was
+        x = w_ptr[edge_wait[e]]
+        w_ptr[edge_wait[e]] += 1
         ks = edge_signal[e]
         w_sig[x] = ks if dma_i[ks] < 0 else n + dma_i[ks]
         w_sem[x] = edge_sem[e]
+    for k in range(n, 0, -1):
+        w_ptr[k] = w_ptr[k - 1]
+    w_ptr[0] = 0
 
-    clock = np.empty((n + nd, n_cols), np.int32)
-    complete = np.zeros(n + nd, np.bool_)
     cur = np.full((n_ch, n_cols), -1, np.int32)  # what completing each chain's last processed node made known
     head = np.empty(n_ch, np.int64)
     stop = np.empty(n_ch, np.int64)
