@@ -299,15 +299,18 @@ def _size(n: int) -> str:
 # Nothing as long as the pieces is sorted, gathered or kept but the piece each piece waited for
 # (int32, for the critical path). Listed by instruction, the pieces are a few runs each in order of
 # start, so one pass that merges those runs visits them in order of start (_by_start), finds each
-# piece's predecessor on its DMA engine and measures the unions of intervals as it goes. The runs tried first are the
-# streams' (the pieces of each engine's dma_copy instructions: one run each in
-# tools/bench_pipeline.py's program); if one is out of order, the ascending runs of piece_start
-# (_runs); past _MERGE_RUNS of those, a stable argsort. The engines' busy intervals are one run per
-# engine already (_busy). The piece of a dma_copy that ended last is looked for by the critical
-# path's walk, its one reader. On tools/bench_pipeline.py's 10^6-instruction object (999,616
-# instructions, 6,585,856 pieces), old and new side by side in one process (a busy machine):
-# report().format() took 0.46 s of CPU and 476 MiB at its peak (499 B/instr), sorting the pieces by
-# start and by end and keeping five arrays as long as the pieces; now 0.09 s and 48 MiB (50 B/instr).
+# piece's predecessor on its DMA engine and measures the unions of intervals as it goes. The runs
+# tried first are the streams' (the pieces of each engine's dma_copy instructions: one run each in
+# tools/bench_pipeline.py's program and the NKI matmul tutorial's kernels); if one is out of order,
+# the ascending runs of piece_start (_runs); past _MERGE_RUNS of those, a stable argsort. The
+# engines' busy intervals are one run per engine already (_busy). The piece of a dma_copy that ended
+# last is looked for by the critical path's walk, its one reader. On tools/bench_pipeline.py's
+# 10^6-instruction object (999,616 instructions, 6,585,856 pieces), old and new side by side in one
+# process, each after malloc_trim as bench_pipeline measures, best of 5: report().format() took
+# 0.467 s and 469 MiB at its peak (492 B/instr), sorting the pieces by start and by end and keeping
+# five arrays as long as the pieces; now 0.069 s (0.088 s of CPU in two threads) and 31 MiB (32
+# B/instr). Of that, _by_start ~35 ms (bound by memory traffic: piece_start and piece_end are 105
+# MB), the walk ~24 ms (a chain of dependent loads), _instructions ~12 ms (in the second thread).
 
 _MERGE_RUNS = 16  # at most this many runs are merged; more are sorted
 # From this many instructions and pieces, the per-instruction passes (_instructions, _busy) run in a
