@@ -489,7 +489,7 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
               piece_ptr, body_piece_ptr, row_q, row_bytes, piece_cap, piece_hbm, row_next, body_de_row, body_q_ptr,
               body_q, body_q_des, latency, hbm_cap, hist_ptr,
               avail, ready, start, end, done, extra, flags, p_start, p_end, e_sig, e_wait, e_sem, h_time, h_rate,
-              pc, head, checked, inflight, eng_end, last_end, last_dur, holder, sems, hist_fill, hist_after, hist_k, mono, completed,
+              pc, head, head_ready, head_ports, checked, inflight, eng_end, last_end, last_dur, holder, sems, hist_fill, hist_after, hist_k, mono, completed,
               fifo, fifo_tail, cur, cur_row, cur_h, q_ready, empty, qbits, moving, queued, rr, wake,
               a_k, a_h, a_cap, a_rem, a_rate, a_upd, a_end, a_hbm, order, counts):
     """The event loop. At each instant, in this order: DMA pieces finish (by DMA engine), engine
@@ -627,6 +627,8 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                         continue
                     ready[k] = t
                     head[e] = 2
+                    head_ready[e] = t
+                    head_ports[e] = bt[body[k], 7]
                     # Each wait's releaser: the update that last turned its condition true (none if
                     # it held from the start).
                     for j in range(wptr[k], wptr[k + 1]):
@@ -667,10 +669,10 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                             e_wait[n_edges] = k
                             e_sem[n_edges] = s
                             n_edges += 1
-                if (bt[body[k], 7] & busy_ports) != 0:
+                if (head_ports[e] & busy_ports) != 0:
                     continue
-                if ready[k] < best_ready:
-                    best_ready = ready[k]
+                if head_ready[e] < best_ready:
+                    best_ready = head_ready[e]
                     best = e
             if best < 0:
                 break
@@ -886,14 +888,14 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
             dma_next = _INF
             dma_wake = _INF
             for w in range(dwords):
-                bits = moving[w] | queued[w]
+                bits = moving[w]
                 while bits != 0:
-                    de = (w << 6) + np.int64(trailing_zeros(bits))
+                    dma_next = min(dma_next, a_end[(w << 6) + np.int64(trailing_zeros(bits))])
                     bits &= bits - _ONE
-                    if (moving[w] >> np.uint64(de & 63)) & _ONE:
-                        dma_next = min(dma_next, a_end[de])
-                    else:
-                        dma_wake = min(dma_wake, wake[de])
+                bits = queued[w] & ~moving[w]
+                while bits != 0:
+                    dma_wake = min(dma_wake, wake[(w << 6) + np.int64(trailing_zeros(bits))])
+                    bits &= bits - _ONE
         nt = min(nt, dma_next, dma_wake)
         if nt == _INF:
             break
@@ -985,6 +987,8 @@ class _State(NamedTuple):
 
     pc: np.ndarray  # per engine: the next instruction (k) of its stream
     head: np.ndarray  # the instruction at pc: 0 nothing known, 1 avail set, 2 ready set too
+    head_ready: np.ndarray  # once ready (head 2): when, and the ports it needs
+    head_ports: np.ndarray
     checked: np.ndarray  # the semaphores' version when its waits last failed (-1: none yet)
     inflight: np.ndarray  # the instruction the engine runs, or -1
     eng_end: np.ndarray  # and when it ends (_INF: none)
@@ -1039,7 +1043,8 @@ class _State(NamedTuple):
         assert n_queues <= 64, "a DMA engine's queues are one 64-bit word (Config allows 16)"
         i64 = np.int64
         return cls(
-            pc=first[:-1].astype(i64), head=np.zeros(n_eng, i64), checked=np.full(n_eng, -1, i64), inflight=np.full(n_eng, -1, i64), eng_end=np.full(n_eng, _INF, i64),
+            pc=first[:-1].astype(i64), head=np.zeros(n_eng, i64), head_ready=np.zeros(n_eng, i64),
+            head_ports=np.zeros(n_eng, i64), checked=np.full(n_eng, -1, i64), inflight=np.full(n_eng, -1, i64), eng_end=np.full(n_eng, _INF, i64),
             last_end=np.full(n_eng, -1, i64), last_dur=np.zeros(n_eng, i64), holder=np.full(2, -1, i64),
             sems=np.zeros(n_sems, i64), hist_fill=np.zeros(n_sems, i64), hist_after=np.empty(hist_ptr[-1], i64),
             hist_k=np.empty(hist_ptr[-1], i64), mono=np.ones(n_sems, np.bool_),

@@ -590,6 +590,64 @@ def test_random_programs_keep_every_rule(data):
     check_schedule(r)
 
 
+@st.composite
+def dma_program(draw) -> dict[str, list[Instruction]]:
+    """Transfers of few partitions and elements, so that many cover only some of the DMA engines, on
+    three queues from two issuing engines that wait for each other's earlier transfers: each DMA
+    engine's queue skips the transfers it has no piece of (the scheduler's queues hold instructions)."""
+    lay = Layout()
+    streams: dict[str, list[Instruction]] = {"sync": [], "gpsimd": []}
+    for _ in range(draw(st.integers(1, 30))):
+        engine = draw(st.sampled_from(sorted(streams)))
+        other = "gpsimd" if engine == "sync" else "sync"
+        parts, free = draw(st.sampled_from((1, 2, 3, 5, 16, 128))), draw(st.sampled_from((1, 2, 3, 64)))
+        t, h = lay.tile("f32", parts, free), lay.hbm("f32", parts, free)
+        dst, src = (t, h) if draw(st.booleans()) else (h, t)
+        waits = ()
+        if streams[other] and draw(st.booleans()):
+            waits = (f"s{timing.ENGINES.index(other)}>={draw(st.integers(1, len(streams[other])))}",)
+        instr = make("dma_copy", engine, dst=dst, src=src, queue=draw(st.integers(0, 2)))
+        streams[engine].append(with_sync(instr, wait=waits, signal=(f"s{timing.ENGINES.index(engine)}+=1",)))
+    return streams
+
+
+@settings(max_examples=60, deadline=None)
+@given(dma_program())
+def test_transfers_on_some_dma_engines_keep_every_rule(streams):
+    r = time_program(streams, CFG)
+    check_schedule(r)
+    # Each piece is its dma_copy's row of the piece table, in order.
+    for k in np.flatnonzero(np.diff(r.piece_ptr) > 0):
+        plan = r.body_cost[r.body[k]].transfer
+        ps = r.pieces_of(int(k))
+        assert list(r.piece_instr[ps]) == [k] * len(ps)
+        assert list(r.piece_engine[ps]) == [p.engine for p in plan.pieces]
+        assert list(r.piece_bytes[ps]) == [p.nbytes for p in plan.pieces]
+        assert set(r.piece_queue[ps]) == {plan.queue}
+
+
+def test_time_program_allocates_without_numpy_huge_page_advice(monkeypatch):
+    """numpy advises huge pages for large arrays; the kernel's synchronous compaction made the first
+    touch of time_program's arrays cost twice the work (see timing.small_pages)."""
+    real = timing._set_huge_pages
+    if real is None:
+        pytest.skip("this numpy has no switch for its huge-page advice")
+    calls = []
+
+    def switch(on: bool) -> bool:
+        calls.append(on)
+        return real(on)
+
+    monkeypatch.setattr(timing, "_set_huge_pages", switch)
+    before = real(True)
+    try:
+        lay = Layout()
+        time_program({"sync": [dma(tile(lay), lay.hbm("f32", 128, 512))]}, CFG)
+        assert calls == [False, True]  # off while it allocates, then as it was
+    finally:
+        real(before)
+
+
 def test_an_empty_program_takes_no_time():
     r = time_program({}, CFG)
     assert (r.total_ticks, r.count, r.pieces) == (0, 0, 0)
