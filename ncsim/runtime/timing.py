@@ -19,6 +19,23 @@ here is decoded first). It works in three steps, each over flat arrays:
 3. Describe: a `TimingResult` of flat arrays, with methods that turn an index into words (source
    place, cost formula). Columns that follow from others are computed when first read.
 
+Where the DMA model lives, for a change to it:
+- What a transfer is: the cost's `transfer` plan (`ncsim.engines.cost.describe`, which cuts it with
+  ncsim/memory/dma.py): its queue and its pieces, each with a DMA engine, bytes, HBM bytes and an
+  efficiency. `_flatten` turns each body's plan into rows of the piece table (`_Flat.piece_table`:
+  DMA engine, queue, bytes, HBM bytes, src, dst) and `_Flat.piece_cap` (the bytes per tick a piece
+  moves on its own, `dma_engine_bandwidth` x efficiency); the pieces of instruction k are its
+  body's rows in order (`piece_ptr[k]`.. `piece_ptr[k + 1]`), so a per-piece cost that depends only
+  on the body is a column of that table. `_schedule` passes the loop the columns it reads.
+- When pieces move, in `_simulate`: a dma_copy's start (step 3, kind 1) appends it to the list of
+  each queue number its pieces use and heads the DMA engines' queues it finds empty (eligible at
+  start + `dma_latency_ticks`); step 4 is where an idle DMA engine takes its next eligible piece
+  (round-robin over its queues), and sets the piece's rate when it does not touch HBM (its cap)
+  and its end; step 5 shares HBM among the pieces that touch it (max-min fair, each capped by its
+  own rate) and sets their ends; step 1 ends pieces and, with a dma_copy's last, the instruction.
+  A change to what one piece costs goes in `_flatten` (a table column); to how pieces share the DMA
+  engines or HBM, in steps 4 and 5. Only each piece's start and end are written per piece.
+
 Errors a program can cause (a deadlock, a semaphore driven out of range, a malformed object, a DMA
 whose sides differ in size) are NcsimError subclasses placed at the instruction's source line.
 """
