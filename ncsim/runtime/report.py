@@ -226,18 +226,22 @@ class Report:
         return "\n".join(_wrap(line) for line in lines)
 
     def table(self) -> list[str]:
-        """The per-engine table: instructions, then busy, semaphore, port waits and idle as µs and %."""
-        head = (f"{'engine':<7}{'instrs':>8}{'busy':>17}{'sem wait':>17}{'on DMA':>8}{'port wait':>17}"
-                f"{'idle':>17}")
+        """The per-engine table: instructions, then busy, semaphore, port waits and idle as µs and %. The
+        µs columns are 10 characters wide, wider when a time needs it (a run of a second or more), so
+        that columns never run together."""
+        times = [t for s in self.engines for t in (s.busy, s.sem_wait, s.port_wait, s.idle)]
+        w = max([10] + [len(f"{self.ns(t) / 1000:.3f}") + 1 for t in times])
+        head = (f"{'engine':<7}{'instrs':>8}{'busy':>{w + 7}}{'sem wait':>{w + 7}}{'on DMA':>8}"
+                f"{'port wait':>{w + 7}}{'idle':>{w + 7}}")
         rows = [head]
         for s in self.engines:
-            cells = [self._cell(s.busy), self._cell(s.sem_wait), f"{100 * self.share(s.sem_wait_dma):>7.1f}%",
-                     self._cell(s.port_wait), self._cell(s.idle)]
+            cells = [self._cell(s.busy, w), self._cell(s.sem_wait, w), f"{100 * self.share(s.sem_wait_dma):>7.1f}%",
+                     self._cell(s.port_wait, w), self._cell(s.idle, w)]
             rows.append(f"{s.name:<7}{s.instructions:>8}" + "".join(cells))
         return rows
 
-    def _cell(self, ticks: int) -> str:
-        return f"{self.ns(ticks) / 1000:>10.3f} µs{100 * self.share(ticks):>4.0f}%"
+    def _cell(self, ticks: int, width: int = 10) -> str:
+        return f"{self.ns(ticks) / 1000:>{width}.3f} µs{100 * self.share(ticks):>4.0f}%"
 
     def _dma_lines(self) -> list[str]:
         cfg = self.config

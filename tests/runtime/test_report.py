@@ -483,3 +483,20 @@ def test_the_report_is_the_same_with_its_second_thread(monkeypatch):
         alone = report(r)
         monkeypatch.setattr(report_module, "_THREAD_FROM", 0)
         assert report(r) == alone and report(r).format() == alone.format()
+
+
+def test_the_engine_table_keeps_its_columns_apart_past_a_second():
+    """Times of six digits of µs (459658.640 on the 10^6-instruction benchmark) filled the 10-wide cell
+    up to the previous column's percentage ("13%459658.640 µs"); the µs columns now widen for them."""
+    rep = report(time_program(assemble_file(ROOT / "programs" / "giou.s"), CFG))
+    assert rep.table()[1][15:33] == f"{rep.ns(rep.engines[0].busy) / 1000:>10.3f} µs{100 * rep.share(rep.engines[0].busy):>4.0f}%"
+    big = round(1_234_567.890e3 * CFG.tick_hz / 1e9)  # 1234.6 ms in ticks
+    long = dataclasses.replace(rep, total=2 * big,
+                               engines=[dataclasses.replace(s, busy=big, idle=big - s.sem_wait - s.port_wait)
+                                        for s in rep.engines])
+    rows = long.table()
+    assert len({len(line) for line in rows[1:]}) == 1
+    for line in rows[1:]:
+        fields = line.split()
+        assert len(fields) == 2 + 4 * 3 + 1, line  # name, instrs, 4 x (time, "µs", share), on DMA
+        assert fields[2] == f"{long.ns(big) / 1000:.3f}" and fields[4] == "50%", line
