@@ -74,7 +74,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Iterator, Sequence
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -497,20 +499,69 @@ def write_trace(result: TimingResult, path: str | Path, obj: ObjectFile | None =
     """Write the trace to `path`; returns its size in bytes (compare with LARGE_TRACE_BYTES).
 
     A second thread writes each chunk while the next one is rendered (into the other of two buffers;
-    the numba kernel releases the GIL, and so does the file's write): a large trace spends about as
-    long in the one as in the other."""
+    the numba kernel releases the GIL, and so does the file's write). Before that, while the events
+    are being built, the same thread fills the file with zeros up to the size they will surely take
+    (_Prefill), and the text overwrites them: a file's new pages are what writing costs (on the
+    project's machine 1.5-1.9 s of system time for 776 MB, against 0.12 s to overwrite them)."""
     size = 0
-    with open(path, "wb") as f, ThreadPoolExecutor(1) as writer:
-        previous = None
-        for chunk in _chunks(result, obj, buffers=2):
-            written = writer.submit(f.write, chunk)
-            size += len(chunk)
-            if previous is not None:
-                previous.result()  # the buffer the next chunk is rendered into is free again
-            previous = written
-        if previous is not None:
-            previous.result()
+    with open(path, "wb", buffering=0) as f, ThreadPoolExecutor(1) as writer:
+        prefill = _Prefill(f)
+        writes = [writer.submit(prefill.run)]
+        rendered: list[Future] = []  # writes of chunks in the render buffers
+        try:
+            for chunk in _chunks(result, obj, buffers=2, reserve=prefill.reserve):
+                if not isinstance(chunk, bytes):
+                    prefill.stop()  # rendering has begun: the writes queue up behind the filling
+                writes.append(writer.submit(_write_all, f, chunk))
+                size += len(chunk)
+                if not isinstance(chunk, bytes):
+                    rendered.append(writes[-1])
+                    if len(rendered) > 1:
+                        rendered.pop(0).result()  # the buffer the next chunk is rendered into is free again
+        finally:
+            prefill.stop()
+        for w in writes:
+            w.result()
+        f.truncate(size)  # zeros filled past the end, if any
     return size
+
+
+def _write_all(f, chunk) -> None:
+    view = memoryview(chunk)
+    while view:
+        view = view[f.write(view):]
+
+
+class _Prefill:
+    """Zeros written to the start of a file, as far as reserve() allows, until stop()."""
+
+    def __init__(self, f):
+        self.f = f
+        self.allowed = 0
+        self.done = 0  # bytes filled
+        self.stopped = False
+        self.cond = threading.Condition()
+
+    def reserve(self, nbytes: int) -> None:
+        with self.cond:
+            self.allowed += nbytes
+            self.cond.notify()
+
+    def stop(self) -> None:
+        with self.cond:
+            self.stopped = True
+            self.cond.notify()
+
+    def run(self) -> None:
+        zeros = bytes(1 << 22)
+        while True:
+            with self.cond:
+                while not self.stopped and self.allowed <= self.done:
+                    self.cond.wait()
+                if self.stopped:
+                    return
+                n = min(len(zeros), self.allowed - self.done)
+            self.done += os.pwrite(self.f.fileno(), zeros[:n], self.done)
 
 
 # Events are rendered by a numba kernel from columns of integers and a table of strings ("snippets":
@@ -524,7 +575,8 @@ _CHUNK_BYTES = 1 << 24
 class _Events:
     """The events of the trace, as kinds of event each with a format and columns."""
 
-    def __init__(self):
+    def __init__(self, reserve: Callable[[int], None] | None = None):
+        self.reserve = reserve  # told, as each kind is added, bytes that its lines take at least
         self.snippets: list[bytes] = []
         self.snippet_of: dict[bytes, int] = {}
         self.ops: list[list[tuple[int, int]]] = []
@@ -554,6 +606,10 @@ class _Events:
         self.columns.append([np.broadcast_to(np.asarray(c, np.int64), (rows,)) for c in columns])
         d = np.broadcast_to(np.asarray(dur, np.int64), (rows,))
         self.keys.append((perfetto_ns(ps), d, np.asarray(slices), np.broadcast_to(np.asarray(order, np.int64), (rows,))))
+        if self.reserve is not None and rows:  # ",\n", the literals, a digit per number and the strings
+            lengths = np.array([len(b) for b in self.snippets], np.int64)
+            least = rows * (2 + sum(int(lengths[a]) if code == _LIT else 1 for code, a in ops if code != _STR))
+            self.reserve(least + sum(int(lengths[self.columns[-1][a]].sum()) for code, a in ops if code == _STR))
 
     def order(self) -> np.ndarray:
         """The events in the order Perfetto's importer reads them: by ns, then slices of positive
@@ -747,7 +803,8 @@ def _pieces(ev: _Events, result: TimingResult, direction: np.ndarray, engine_nam
            p_ps0, p_dur, base2 + np.arange(result.pieces), True)
 
 
-def _chunks(result: TimingResult, obj: ObjectFile | None, buffers: int = 1):
+def _chunks(result: TimingResult, obj: ObjectFile | None, buffers: int = 1,
+            reserve: Callable[[int], None] | None = None):
     """The JSON text in pieces of bytes (or of one of `buffers` buffers taken in turn, which the piece
     `buffers` later overwrites): header, events (one per line) in order of time, footer."""
     cfg = result.config
@@ -777,12 +834,12 @@ def _chunks(result: TimingResult, obj: ObjectFile | None, buffers: int = 1):
     with ThreadPoolExecutor(1) as pool:
         live = [(memory, pool.submit(live_bytes, result, memory, tr)) for memory in (Memory.SBUF, Memory.PSUM)
                 if np.any(result.fp_memory == int(memory))]
-        yield from _events(result, full, pieces, tr, live, buffers, pool)
+        yield from _events(result, full, pieces, tr, live, buffers, pool, reserve)
     yield b"\n]}\n"
 
 
 def _events(result: TimingResult, full: bool, pieces: bool, tr: Transfers, live: list, buffers: int,
-            pool: ThreadPoolExecutor) -> Iterator[bytes | np.ndarray]:
+            pool: ThreadPoolExecutor, reserve: Callable[[int], None] | None) -> Iterator[bytes | np.ndarray]:
     """The track metadata and the events of _chunks; `live`: (memory, future of its live_bytes). The
     events' order is worked out in `pool` while render lays out their fields."""
     hz = result.config.tick_hz
@@ -815,7 +872,7 @@ def _events(result: TimingResult, full: bool, pieces: bool, tr: Transfers, live:
     # (slices of zero duration, flows, counters) in file order (trace_sorter.h). So the file is
     # sorted the same way, and among "all else": first the flows of the slices of positive duration,
     # then each slice of zero duration followed by its flows.
-    ev = _Events()
+    ev = _Events(reserve)
     pid = f',"pid":{PID},"tid":'
 
     # Instructions.

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import math
 import struct
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -416,3 +417,25 @@ def test_written_in_many_chunks_by_the_writer_thread(tmp_path, monkeypatch):
     assert len(chunks) > 100 and b"".join(chunks).decode() == text
     assert trace.write_trace(result, tmp_path / "t.json", obj) == len(text)
     assert (tmp_path / "t.json").read_text() == text
+
+
+def test_zeros_filled_ahead_are_overwritten_or_cut(tmp_path, monkeypatch):
+    """write_trace fills the file with zeros ahead, as far as the events reserve: what they reserve is
+    a lower bound of the text's size, and a file filled further than the text is cut to it."""
+    result, obj = timed(GIOU)
+    text = trace.trace_text(result, obj)
+    reserved = []
+    assert b"".join(bytes(c) for c in trace._chunks(result, obj, reserve=reserved.append)).decode() == text
+    assert len(reserved) >= 5 and 0.5 * len(text) < sum(reserved) <= len(text)
+    reserve, stop = trace._Prefill.reserve, trace._Prefill.stop
+
+    def stop_when_filled(self):
+        while self.done < self.allowed and not self.stopped:
+            time.sleep(0.001)
+        stop(self)
+
+    monkeypatch.setattr(trace._Prefill, "stop", stop_when_filled)
+    for factor in (1, 3):  # as reserved, and three times more (cut at the end)
+        monkeypatch.setattr(trace._Prefill, "reserve", lambda self, n, f=factor: reserve(self, f * n))
+        assert trace.write_trace(result, tmp_path / f"{factor}.json", obj) == len(text)
+        assert (tmp_path / f"{factor}.json").read_text() == text
