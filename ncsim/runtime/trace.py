@@ -75,6 +75,7 @@ import dataclasses
 import json
 import math
 import os
+import stat
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -506,7 +507,8 @@ def write_trace(result: TimingResult, path: str | Path, obj: ObjectFile | None =
     size = 0
     with open(path, "wb", buffering=0) as f, ThreadPoolExecutor(1) as writer:
         prefill = _Prefill(f)
-        writes = [writer.submit(prefill.run)]
+        regular = stat.S_ISREG(os.fstat(f.fileno()).st_mode)  # not a pipe or a device (/dev/null)
+        writes = [writer.submit(prefill.run)] if regular else []
         rendered: list[Future] = []  # writes of chunks in the render buffers
         try:
             for chunk in _chunks(result, obj, buffers=2, reserve=prefill.reserve):
@@ -522,7 +524,8 @@ def write_trace(result: TimingResult, path: str | Path, obj: ObjectFile | None =
             prefill.stop()
         for w in writes:
             w.result()
-        f.truncate(size)  # zeros filled past the end, if any
+        if regular:
+            f.truncate(size)  # zeros filled past the end, if any
     return size
 
 

@@ -439,3 +439,9 @@ def test_zeros_filled_ahead_are_overwritten_or_cut(tmp_path, monkeypatch):
         monkeypatch.setattr(trace._Prefill, "reserve", lambda self, n, f=factor: reserve(self, f * n))
         assert trace.write_trace(result, tmp_path / f"{factor}.json", obj) == len(text)
         assert (tmp_path / f"{factor}.json").read_text() == text
+
+
+def test_written_to_a_device(tmp_path):
+    """A trace written to /dev/null (no zeros filled ahead, no cut: neither applies to a device)."""
+    result, obj = timed(GIOU)
+    assert trace.write_trace(result, "/dev/null", obj) == len(trace.trace_text(result, obj))
