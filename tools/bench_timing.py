@@ -3,6 +3,7 @@
     .venv/bin/python tools/bench_timing.py            # about 300 000 instructions
     .venv/bin/python tools/bench_timing.py --million  # 1 000 544 instructions (--blocks 1690)
     .venv/bin/python tools/bench_timing.py --blocks 64
+    .venv/bin/python tools/bench_timing.py --object prog.o   # a saved object instead (ncsim asm -o)
 
 It builds a tiled bf16 matmul C[M, N] = A^T B with M = 1024, K = 8192 and N = 512 x blocks:
 A^T stays in SBUF (64 DMAs of [128, 1024] at the start); for each 512-column block of N, the Sync
@@ -10,6 +11,9 @@ engine streams the 64 K-slices of B into 3 rotating slots (queue 1), the Tensor 
 matmuls per slice (one per 128-row block of M, each accumulating in its own PSUM bank), the Vector
 engine copies the 8 finished banks to 2 rotating SBUF slots, and GpSimd stores them (queue 2). The
 semaphores are written out by hand, as the assembler's `.sync manual` would take them.
+
+With --object, a saved object (an ELF file from `ncsim asm`, e.g. tools/bench_pipeline.py's
+10^6-instruction program, whose transfers are cut into 6.6 million DMA pieces) is timed instead.
 
 The object is generated directly (encoded instruction templates with their addresses and semaphore
 lists patched in), not through the text assembler: assembling 300 000 lines with automatic
@@ -34,6 +38,7 @@ import time
 from pathlib import Path
 
 from ncsim import dtypes, isa
+from ncsim.asm.elf import read_elf
 from ncsim.asm.instruction import Instruction, encode, layout
 from ncsim.asm.objfile import LineEntry, ObjectFile, TensorEntry
 from ncsim.config import DEFAULT
@@ -156,6 +161,7 @@ def main() -> None:
     parser.add_argument("--million", action="store_true", help="1690 blocks: 1 000 544 instructions")
     parser.add_argument("--repeat", type=int, default=3, help="runs to take the best of")
     parser.add_argument("--no-trace", action="store_true", help="leave out writing the trace (its file is large)")
+    parser.add_argument("--object", type=Path, help="time this object file (ELF) instead of the generated matmul")
     args = parser.parse_args()
     blocks = 1690 if args.million else args.blocks
 
@@ -170,7 +176,7 @@ def main() -> None:
             write_trace(warm_result, trace_path, small)
         warm = time.perf_counter() - t0
         t0 = time.perf_counter()
-        obj = tiled_matmul(blocks)
+        obj = read_elf(args.object.read_bytes(), str(args.object)) if args.object else tiled_matmul(blocks)
         built = time.perf_counter() - t0
         count = sum(len(lines) for lines in obj.lines.values())
         best: dict[str, tuple[float, float]] = {}  # the best (wall, CPU) seconds of each step
@@ -200,8 +206,9 @@ def main() -> None:
                 size = write_trace(result, trace_path, obj)
                 keep("trace", t0, _clocks())
                 trace_path.unlink()
-    print(f"tiled bf16 matmul M={M} K={K} N={512 * blocks}: {count} instructions ({result.pieces} DMA pieces),"
-          f" built in {built:.2f} s; warm-up (compile or cache load) {warm:.2f} s")
+    what = str(args.object) if args.object else f"tiled bf16 matmul M={M} K={K} N={512 * blocks}"
+    print(f"{what}: {count} instructions ({result.pieces} DMA pieces), {'read' if args.object else 'built'} in"
+          f" {built:.2f} s; warm-up (compile or cache load) {warm:.2f} s")
     print(f"simulated time {result.total_ns / 1e6:.3f} ms; {races.total} races"
           + (f"; trace {size / 1e6:.0f} MB" if size else ""))
     print(f"{'':<42}{'wall s':>8}{'instructions/s':>16}{'CPU s':>8}{'instructions/s':>16}")
