@@ -1015,7 +1015,7 @@ class _State(NamedTuple):
     # Semaphores, and the history of each: every update in the order applied (hist_ptr: each
     # semaphore's share), so the value before update i is the value after update i - 1 (0 before the first).
     sems: np.ndarray
-    hist_fill: np.ndarray
+    hist_fill: np.ndarray  # (hist_after: uint32, as semaphores are; hist_k: int32 below 2**31 instructions)
     hist_after: np.ndarray
     hist_k: np.ndarray
     mono: np.ndarray  # only increments so far
@@ -1063,8 +1063,8 @@ class _State(NamedTuple):
             pc=first[:-1].astype(i64), head=np.zeros(n_eng, i64), head_ready=np.zeros(n_eng, i64),
             head_ports=np.zeros(n_eng, i64), checked=np.full(n_eng, -1, i64), inflight=np.full(n_eng, -1, i64), eng_end=np.full(n_eng, _INF, i64),
             last_end=np.full(n_eng, -1, i64), last_dur=np.zeros(n_eng, i64), holder=np.full(2, -1, i64),
-            sems=np.zeros(n_sems, i64), hist_fill=np.zeros(n_sems, i64), hist_after=np.empty(hist_ptr[-1], i64),
-            hist_k=np.empty(hist_ptr[-1], i64), mono=np.ones(n_sems, np.bool_),
+            sems=np.zeros(n_sems, i64), hist_fill=np.zeros(n_sems, i64), hist_after=np.empty(hist_ptr[-1], np.uint32),
+            hist_k=np.empty(hist_ptr[-1], index), mono=np.ones(n_sems, np.bool_),
             completed=np.empty(n_eng + n_dma + 1, i64),
             fifo=np.empty(fifo_ptr[-1], index), fifo_tail=fifo_ptr[:-1].copy(), cur=np.zeros(n_dma * n_queues, i64),
             cur_row=np.zeros(n_dma * n_queues, i64), cur_h=np.zeros(n_dma * n_queues, i64),
