@@ -47,26 +47,28 @@ fixed formats, and nothing depends on the host (no host times, no absolute paths
 the paths the object recorded; ASCII output). Two runs of the same program give identical bytes.
 
 Size and speed. The lines are rendered by a numba kernel (_render) from integer columns and a table
-of strings (see _Events), copying strings 8 bytes at a time; the events are put in order by a counting
-sort and one stable sort of a single key (_event_order); write_trace writes each chunk in a second
-thread while the next is rendered, and the live-bytes counters are worked out in a second thread while
-the other columns are built. What stays in Python is per distinct value (places, formulas, rates)
-and, up to FULL_ARGS_MAX instructions, the `asm` and `cost` of every instruction slice (about 3 us
-each). Beyond FULL_ARGS_MAX the instruction slices leave those two out, and beyond DMA_PIECES_MAX
-pieces there are no DMA engine tracks; otherData's "args" and "dma" say so. Bytes: about 330 per
-instruction slice without asm and cost (with a source line of 40 characters), 160 per DMA piece,
-220 per transfer, 93 per flow event (two per semaphore edge), 87 per counter point.
-programs/giou.s (560 instructions, 768 pieces): 0.5 MB in 0.02 s. tools/bench_pipeline.py at
-10^5 (100,384 instructions, 661,504 pieces, all kept): 181 MB in 0.6-0.8 s of CPU. At 10^6
-(999,616 instructions, 6,585,856 pieces): 777 MB (819 MB with the benchmark's longer path), in
-2.8-4 s where it took 14.8-15 s and made 1,750-1,870 MB before DMA_PIECES_MAX and this kernel (on
-the shared 2-core machine, busy: old and new alternating in one process). Source places come from
-the timed program's source columns (one lookup per distinct place). The text of each instruction is
-made from the program's arrays (`result.instruction(k)`): once per body and distinct value of its
-constants, the rest filled in from the footprints and semaphore columns. ui.perfetto.dev
-loads a JSON trace into the browser's memory and struggles beyond a few hundred MB
-(`LARGE_TRACE_BYTES`, compare with what write_trace returns): for such runs use --timeline, or
-Perfetto's trace_processor.
+of strings (see _Events), copying strings 8 bytes at a time; the events are put in order by a
+counting sort and one stable sort of a single key (_event_order); write_trace writes each chunk in a
+second thread while the next is rendered, and before that, while the columns are built, that thread
+fills the file with zeros as far as the events surely reach (a new file's pages are most of what
+writing costs; overwriting them is cheap); the live-bytes counters and the events' order are worked
+out in another thread while the main thread builds the other columns and lays them out. What stays
+in Python is per distinct value (places, formulas, rates) and, up to FULL_ARGS_MAX instructions, the
+`asm` and `cost` of every instruction slice (about 3 us each). Beyond FULL_ARGS_MAX the instruction
+slices leave those two out, and beyond DMA_PIECES_MAX pieces there are no DMA engine tracks;
+otherData's "args" and "dma" say so. Bytes: about 330 per instruction slice without asm and cost
+(with a source line of 40 characters), 160 per DMA piece, 220 per transfer, 93 per flow event (two
+per semaphore edge), 87 per counter point. programs/giou.s (560 instructions, 768 pieces): 0.5 MB in
+0.02 s. tools/bench_pipeline.py at 10^5 (100,384 instructions, 661,504 pieces, all kept): 181 MB in
+0.6-0.8 s of CPU. At 10^6 (999,616 instructions, 6,585,856 pieces): 777 MB (819 MB with the
+benchmark's longer path), in 2.8-4 s where it took 14.8-15 s and made 1,750-1,870 MB before
+DMA_PIECES_MAX and this kernel (on the shared 2-core machine, busy: old and new alternating in one
+process). Source places come from the timed program's source columns (one lookup per distinct
+place). The text of each instruction is made from the program's arrays (`result.instruction(k)`):
+once per body and distinct value of its constants, the rest filled in from the footprints and
+semaphore columns. ui.perfetto.dev loads a JSON trace into the browser's memory and struggles beyond
+a few hundred MB (`LARGE_TRACE_BYTES`, compare with what write_trace returns): for such runs use
+--timeline, or Perfetto's trace_processor.
 """
 
 from __future__ import annotations
@@ -132,16 +134,25 @@ def perfetto_ns(ps: np.ndarray) -> np.ndarray:
 
     In integers: ps rounded to the ns, half up; a tie (ps % 1000 == 500) and values that a double no
     longer holds to the ps take the floating-point formula, which decides them as Perfetto does (away
-    from ties a double's error, below 10**-6 ns here, cannot change the rounding)."""
+    from ties a double's error, below 10**-6 ns here, cannot change the rounding). One numba pass."""
     ps = np.asarray(ps, np.int64)
-    q, rem = np.divmod(ps, 1000)
-    r = q + (rem > 500)
-    odd = (rem == 500) | (ps >= 2**50) | (ps < 0)
-    if odd.any():
-        x = (ps[odd] / 1e6) * 1000.0
-        f = np.floor(x)
-        r[odd] = (f + (x - f >= 0.5)).astype(np.int64)
-    return r
+    return _perfetto_ns(ps.reshape(-1)).reshape(ps.shape)
+
+
+@numba.njit(cache=True, nogil=True)
+def _perfetto_ns(ps):
+    out = np.empty(ps.shape[0], np.int64)
+    for i in range(ps.shape[0]):
+        p = ps[i]
+        q = p // 1000
+        rem = p - q * 1000
+        if rem == 500 or p >= 2**50 or p < 0:
+            x = (p / 1e6) * 1000.0
+            f = np.floor(x)
+            out[i] = np.int64(f + (1.0 if x - f >= 0.5 else 0.0))
+        else:
+            out[i] = q + (1 if rem > 500 else 0)
+    return out
 
 
 # --------------------------------------------------------------------------- derived tables
