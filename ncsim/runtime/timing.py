@@ -459,7 +459,8 @@ def _flatten(prog: Program, config: Config) -> _Flat:
                 caps.append(config.dma_engine_bandwidth * p.efficiency / config.tick_hz)
         body_piece_ptr[i + 1] = len(rows)
     piece_table = np.array(rows, np.int64).reshape(len(rows), 6)
-    piece_ptr = np.concatenate(([0], np.cumsum(np.diff(body_piece_ptr)[body]))).astype(np.int64)
+    piece_ptr = np.zeros(len(body) + 1, np.int64)
+    np.cumsum(np.diff(body_piece_ptr)[body], out=piece_ptr[1:])
     # How the scheduler finds a body's pieces by DMA engine and queue.
     row_next = np.full(len(rows), -1, np.int64)
     body_de_row = np.full(len(costs) * config.dma_engines, -1, np.int64)
