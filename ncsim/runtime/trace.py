@@ -61,13 +61,15 @@ otherData's "args" and "dma" say so. Bytes: about 330 per instruction slice with
 per semaphore edge), 87 per counter point. programs/giou.s (560 instructions, 768 pieces): 0.5 MB in
 0.02 s. tools/bench_pipeline.py at 10^5 (100,384 instructions, 661,504 pieces, all kept): 181 MB in
 0.6-0.8 s of CPU. At 10^6 (999,616 instructions, 6,585,856 pieces): 777 MB (819 MB with the
-benchmark's longer path), in 2.8-4 s where it took 14.8-15 s and made 1,750-1,870 MB before
-DMA_PIECES_MAX and this kernel (on the shared 2-core machine, busy: old and new alternating in one
-process). Source places come from the timed program's source columns (one lookup per distinct
-place). The text of each instruction is made from the program's arrays (`result.instruction(k)`):
-once per body and distinct value of its constants, the rest filled in from the footprints and
-semaphore columns. ui.perfetto.dev loads a JSON trace into the browser's memory and struggles beyond
-a few hundred MB (`LARGE_TRACE_BYTES`, compare with what write_trace returns): for such runs use
+benchmark's longer path) where it was 1,750-1,870 MB before DMA_PIECES_MAX; on the shared 2-core
+machine, never idle while this was measured, the benchmark's trace phase took 4.5 s against 22.5 s
+for the code before (load 2.6), and in one process, alternating, 4.8-6.7 s against 23.9 s (load 4;
+CPU 2.5-4.4 s against 13.6 s, of which 1-2.8 s against 6.9 s in the system, mostly a new file's
+pages). Source places come from the timed program's source columns (one lookup per distinct place).
+The text of each instruction is made from the program's arrays (`result.instruction(k)`): once per
+body and distinct value of its constants, the rest filled in from the footprints and semaphore
+columns. ui.perfetto.dev loads a JSON trace into the browser's memory and struggles beyond a few
+hundred MB (`LARGE_TRACE_BYTES`, compare with what write_trace returns): for such runs use
 --timeline, or Perfetto's trace_processor.
 """
 
