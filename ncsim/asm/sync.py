@@ -41,8 +41,8 @@ waits (0.75, 0.75 and 1.45 s before the per-candidate functions ran without refe
 time per instruction stays within x2 from 1k to 1M (it is O(n log n) at worst while the node bounds
 separate the streams' footprints, and O(n) per search when they cannot). The assembler gives the
 accesses with their shapes stored once (`synchronise_rows`): 21 bytes per access row, and the pass
-adds about 50 per row (its search trees and the rows' order in them) and 4 x (streams + 1) per
-instruction.
+adds about 20 per row (the rows' order and instruction, 12, and its search trees) and
+4 x (streams + 1) per instruction.
 """
 
 from __future__ import annotations
@@ -326,8 +326,8 @@ def synchronise_rows(stream: np.ndarray, engine: np.ndarray, acc_ptr: np.ndarray
     `synchronise_arrays`, one entry per shape). Rows that differ only in offset and partitions (the
     iterations of an unrolled loop) share a shape, so a row costs 17 bytes here.
 
-    Besides the inputs it takes about 50 bytes per row (the search trees and the rows' order in them)
-    and 4 x (ids + 1) bytes per instruction."""
+    Besides the inputs it takes about 20 bytes per row (the rows' order and instruction, 12, and the
+    search trees) and 4 x (ids + 1) bytes per instruction."""
     stream = np.ascontiguousarray(stream, dtype=np.int32)
     engine = np.ascontiguousarray(engine, dtype=np.int32)
     acc_ptr = np.ascontiguousarray(acc_ptr, dtype=np.int64)
@@ -366,11 +366,15 @@ S_MEM, S_SIZE, S_LO, S_HI, S_RUN, S_FOLD, S_RUNS = range(7)
 # Partition masks are int64 bit patterns rather than uint64: numba turns uint64 mixed with an int64
 # into float64, and only `&` and `!= 0` are done on them.
 CLASSES = 8  # per stream, one search tree per (memory code 0..3, write)
-# Rows per tree leaf (a leaf's rows are tested one by one) and byte ranges per node bound. BLOCK 4..32
+# Rows per tree leaf (a leaf's rows are tested one by one) and byte ranges per node bound. BLOCK 4..64
 # and SPANS 4 or 8 time alike on tools/bench_sync.py (within its +-20% noise); SPANS must be at least
 # the number of separate footprints a stream alternates between for its bounds to leave out another
-# stream's footprints lying between them (its `interleaved` program: 4 tiles each).
-BLOCK = 16
+# stream's footprints lying between them (its `interleaved` program: 4 tiles each). A node takes 152
+# bytes, and there are up to 4 nodes per leaf (2 per leaf, the leaves rounded up to a power of two):
+# at BLOCK = 16 the trees took 30 bytes per row on tools/bench_pipeline.py's 10^6 program, at 64 they
+# take 7.5 (the pass's peak 176 -> 116 bytes per instruction; its time the same or less, side by
+# side on that program and on tools/bench_sync.py's three).
+BLOCK = 64
 SPANS = 8
 STACK = 128  # pending subtrees of one search: one per level at most, and a tree has < 64 levels
 _SBUF, _PSUM = int(Memory.SBUF), int(Memory.PSUM)

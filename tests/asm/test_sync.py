@@ -635,12 +635,12 @@ def test_the_core_gives_the_walks_edges(data):
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 2**64 - 1))
 def test_the_core_gives_the_walks_edges_on_long_rarely_waiting_programs(seed):
-    """Small footprints spread over 3 KB rarely meet, so engines go long without waiting for each other,
-    and each (engine, write) has up to a few hundred accesses: searches climb and descend trees of
-    many blocks before they find a hazard or give up. (Programs this long are drawn from a seed:
-    hypothesis would give up drawing them choice by choice.)"""
+    """Small footprints spread over 12 KB rarely meet, so engines go long without waiting for each other,
+    and each (engine, write) has several hundred accesses, several leaves of sync.BLOCK (64) rows:
+    searches climb and descend trees of many blocks before they find a hazard or give up. (Programs
+    this long are drawn from a seed: hypothesis would give up drawing them choice by choice.)"""
     rng = np.random.default_rng(seed)
-    program = random_program(lambda lo, hi: int(rng.integers(lo, hi + 1)), (200, 300), reach=3000,
+    program = random_program(lambda lo, hi: int(rng.integers(lo, hi + 1)), (800, 1200), reach=12000,
                              memories=(Memory.SBUF,), max_dims=2, dma=False)
     assert core_edges(*program) == reference_edges(*program)
 
