@@ -655,6 +655,23 @@ def _clocks(first, dma_i, dma_k, d_stream, d_spos, s_ptr, fp_ptr, col_of_stream,
     pred = np.empty((n_ch, most * (n_ch + 1) + 1), np.int64)
     pend = np.full(n_ch, -1, np.int64)  # how many, -1 if not found yet
     hint = np.full(n_ch * n_sems * n_ch, -1, np.int64)
+    ok = _walk(first, dma_i, dma_k, d_stream, d_spos, s_ptr, s_list, fp_ptr, col_of_stream, ready, n_sems, g_ptr,
+               g_node, g_key, sg_ptr, sg, w_ptr, w_sig, w_sem, clock, complete, cur, head, stop, on_stack, st_ch,
+               st_to, pred, pend, hint)
+    return clock, ok
+
+
+@numba.njit(cache=True, _nrt=False)
+def _walk(first, dma_i, dma_k, d_stream, d_spos, s_ptr, s_list, fp_ptr, col_of_stream, ready, n_sems, g_ptr, g_node,
+          g_key, sg_ptr, sg, w_ptr, w_sig, w_sem, clock, complete, cur, head, stop, on_stack, st_ch, st_to, pred, pend,
+          hint):
+    """_clocks' walk over the chains (False if it meets a cycle), with every array it needs given: it
+    allocates nothing and is compiled without numba's reference counting (_nrt=False; with it, the
+    atomic increments and decrements of the arrays it passes around took about a third of the walk)."""
+    n_eng = first.shape[0] - 1
+    n = first[n_eng]
+    n_ch = head.shape[0]
+    n_cols = clock.shape[1]
     for c0 in range(n_ch):
         st_ch[0] = c0
         st_to[0] = stop[c0]
@@ -728,7 +745,7 @@ def _clocks(first, dma_i, dma_k, d_stream, d_spos, s_ptr, fp_ptr, col_of_stream,
                     continue
                 vc, vp = _where(need, n, first, d_stream, d_spos)
                 if on_stack[vc]:
-                    return clock, False
+                    return False
                 on_stack[vc] = True
                 st_ch[top] = vc
                 st_to[top] = vp + 1
@@ -748,7 +765,7 @@ def _clocks(first, dma_i, dma_k, d_stream, d_spos, s_ptr, fp_ptr, col_of_stream,
             complete[node] = True
             head[c] += 1
             pend[c] = -1
-    return clock, True
+    return True
 
 
 @numba.njit(inline="always")
@@ -768,13 +785,12 @@ def _sweep(clock, acc_ptr, acc_k, acc_node, acc_key, fp_ptr, fp_memory, fp_lo, f
            fp_partitions, dist, d_lo, d_hi, d_write, d_ptr, linear_window, hits_per_access, max_candidates):
     """Candidate races: (a_k, a_row, b_k, b_row) with a on another stream than b, before b in time
     order, neither ordered before the other, their spans overlapping, at least one writing.
-    Returns (the four arrays, truncated). The trees (and each column's rows sorted by distinct
-    footprint that they stand on) are built when a window first needs them."""
+    Returns (the four arrays, truncated). The search is _sweep_run's; the trees (and each column's
+    rows sorted by distinct footprint, which they stand on) are built only if a window needs them,
+    and the search then starts again with them."""
     n_cols = acc_ptr.shape[0] - 1
     n_rows = fp_memory.shape[0]
     out = np.empty((max_candidates, 4), np.int64)  # (a_k, a_row, b_k, b_row); pages are touched as filled
-    n_out = 0
-    truncated = False
     # Per column, over its distinct footprints sorted by address: prefix maxima of the end, of all
     # of them and of the writes.
     n_dist = d_lo.shape[0]
@@ -789,27 +805,71 @@ def _sweep(clock, acc_ptr, acc_k, acc_node, acc_key, fp_ptr, fp_memory, fp_lo, f
                 best_w = max(best_w, d_hi[i])
             pm_all[i] = best_all
             pm_w[i] = best_w
-    # rel[d]: for the pair of columns at hand, distinct footprint d meets one of the other column's
-    # that it could conflict with (spans only). Rows of the others never enter a tree or ask one.
     rel = np.zeros(n_dist, np.bool_)
     col_rows_ptr = np.zeros(n_cols + 1, np.int64)
     for c in range(n_cols):
         for a in range(acc_ptr[c], acc_ptr[c + 1]):
             col_rows_ptr[c + 1] += fp_ptr[acc_k[a] + 1] - fp_ptr[acc_k[a]]
         col_rows_ptr[c + 1] += col_rows_ptr[c]
-    # Built when first needed (a window larger than linear_window).
-    trees = False
-    size = 1
-    all_tree = np.empty(0, np.int64)
-    write_tree = np.empty(0, np.int64)
-    col_rows = np.empty(0, np.int32)
-    col_rows_lo = np.empty(0, np.int64)
-    slot_of_row = np.empty(0, np.int32)
-    stack_node = np.empty(128, np.int64)  # depth-first over the tree: at most 2 per level pending
-    stack_lo = np.empty(128, np.int64)
-    stack_len = np.empty(128, np.int64)
-    row_k = np.empty(0, np.int32)
-    node_of = np.empty(0, np.int32)
+    stack = np.empty((3, 128), np.int64)  # depth-first over a tree: at most 2 per level pending
+    none32 = np.empty(0, np.int32)
+    none64 = np.empty(0, np.int64)
+    n_out, truncated, need = _sweep_run(
+        clock, acc_ptr, acc_k, acc_node, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, fp_partition,
+        fp_partitions, dist, d_lo, d_ptr, d_hi, d_write, linear_window, hits_per_access, out, pm_all, pm_w, rel,
+        col_rows_ptr, False, 1, none64, none64, none32, none64, none32, none32, none32, stack)
+    if need:
+        # Every column's rows sorted by the rank of their distinct footprint, stably (the accesses'
+        # order): col_rows, their starts, and each row's place among its column's.
+        biggest = 1
+        for c in range(n_cols):
+            biggest = max(biggest, col_rows_ptr[c + 1] - col_rows_ptr[c])
+        size = 1
+        while size < biggest:
+            size *= 2
+        start = np.zeros(n_dist + 1, np.int64)
+        for c in range(n_cols):
+            for a in range(acc_ptr[c], acc_ptr[c + 1]):
+                for row in range(fp_ptr[acc_k[a]], fp_ptr[acc_k[a] + 1]):
+                    start[dist[row] + 1] += 1
+        for i in range(n_dist):
+            start[i + 1] += start[i]
+        m_all = col_rows_ptr[n_cols]
+        col_rows = np.empty(m_all, np.int32)
+        col_rows_lo = np.empty(m_all, np.int64)
+        slot_of_row = np.empty(n_rows, np.int32)
+        for c in range(n_cols):
+            for a in range(acc_ptr[c], acc_ptr[c + 1]):
+                for row in range(fp_ptr[acc_k[a]], fp_ptr[acc_k[a] + 1]):
+                    at = start[dist[row]]
+                    start[dist[row]] += 1
+                    col_rows[at] = row
+                    col_rows_lo[at] = _addr(fp_memory[row], fp_lo[row])
+                    slot_of_row[row] = at - col_rows_ptr[c]
+        n_out, truncated, need = _sweep_run(
+            clock, acc_ptr, acc_k, acc_node, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, fp_partition,
+            fp_partitions, dist, d_lo, d_ptr, d_hi, d_write, linear_window, hits_per_access, out, pm_all, pm_w, rel,
+            col_rows_ptr, True, size, np.full(2 * size, -1, np.int64), np.full(2 * size, -1, np.int64), col_rows,
+            col_rows_lo, slot_of_row, np.empty(biggest, np.int32), np.empty(biggest, np.int32), stack)
+    return out[:n_out], truncated
+
+
+@numba.njit(cache=True, _nrt=False)
+def _sweep_run(clock, acc_ptr, acc_k, acc_node, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, fp_partition,
+               fp_partitions, dist, d_lo, d_ptr, d_hi, d_write, linear_window, hits_per_access, out, pm_all, pm_w, rel,
+               col_rows_ptr, trees, size, all_tree, write_tree, col_rows, col_rows_lo, slot_of_row, row_k, node_of,
+               stack):
+    """_sweep's search, into `out`: (candidates, truncated, False), or (0, False, True) as soon as a
+    window needs the trees when `trees` is False. rel[d], for the pair of columns at hand: distinct
+    footprint d meets one of the other column's that it could conflict with (spans only); rows of
+    the others never enter a tree or ask one. Allocates nothing (_nrt=False: no reference counting)."""
+    n_cols = acc_ptr.shape[0] - 1
+    max_candidates = out.shape[0]
+    n_out = 0
+    truncated = False
+    stack_node = stack[0]
+    stack_lo = stack[1]
+    stack_len = stack[2]
     for t in range(n_cols):
         r0 = col_rows_ptr[t]
         m_t = col_rows_ptr[t + 1] - r0
@@ -872,7 +932,7 @@ def _sweep(clock, acc_ptr, acc_k, acc_node, acc_key, fp_ptr, fp_memory, fp_lo, f
                                         and _candidate(ra, rb, kb, acc_node[i], s, clock, fp_memory, fp_partition,
                                                        fp_partitions)):
                                     if n_out == max_candidates:
-                                        return out[:n_out], True
+                                        return n_out, True, False
                                     out[n_out, 0] = k
                                     out[n_out, 1] = ra
                                     out[n_out, 2] = kb
@@ -883,40 +943,10 @@ def _sweep(clock, acc_ptr, acc_k, acc_node, acc_key, fp_ptr, fp_memory, fp_lo, f
                             truncated = True
                     continue
                 if not trees:
-                    # Every column's rows sorted by the rank of their distinct footprint, stably (the
-                    # accesses' order): col_rows, their starts, and each row's place among its column's.
-                    trees = True
-                    biggest = 1
-                    for c in range(n_cols):
-                        biggest = max(biggest, col_rows_ptr[c + 1] - col_rows_ptr[c])
-                    while size < biggest:
-                        size *= 2
-                    all_tree = np.full(2 * size, -1, np.int64)
-                    write_tree = np.full(2 * size, -1, np.int64)
-                    start = np.zeros(n_dist + 1, np.int64)
-                    for c in range(n_cols):
-                        for a in range(acc_ptr[c], acc_ptr[c + 1]):
-                            for row in range(fp_ptr[acc_k[a]], fp_ptr[acc_k[a] + 1]):
-                                start[dist[row] + 1] += 1
-                    for i in range(n_dist):
-                        start[i + 1] += start[i]
-                    m_all = col_rows_ptr[n_cols]
-                    col_rows = np.empty(m_all, np.int32)
-                    col_rows_lo = np.empty(m_all, np.int64)
-                    slot_of_row = np.empty(n_rows, np.int32)
-                    for c in range(n_cols):
-                        for a in range(acc_ptr[c], acc_ptr[c + 1]):
-                            for row in range(fp_ptr[acc_k[a]], fp_ptr[acc_k[a] + 1]):
-                                at = start[dist[row]]
-                                start[dist[row]] += 1
-                                col_rows[at] = row
-                                col_rows_lo[at] = _addr(fp_memory[row], fp_lo[row])
-                                slot_of_row[row] = at - col_rows_ptr[c]
+                    return 0, False, True
                 if not have_rows:
                     # row -> its instruction and node, for the rows of column t
                     have_rows = True
-                    row_k = np.empty(m_t, np.int32)
-                    node_of = np.empty(m_t, np.int32)
                     for i in range(acc_ptr[t], acc_ptr[t + 1]):
                         k = acc_k[i]
                         for row in range(fp_ptr[k], fp_ptr[k + 1]):
@@ -975,7 +1005,7 @@ def _sweep(clock, acc_ptr, acc_k, acc_node, acc_key, fp_ptr, fp_memory, fp_lo, f
                                           fp_partitions):
                             continue
                         if n_out == max_candidates:
-                            return out[:n_out], True
+                            return n_out, True, False
                         out[n_out, 0] = row_k[first_slot]
                         out[n_out, 1] = ra
                         out[n_out, 2] = kb
@@ -990,7 +1020,9 @@ def _sweep(clock, acc_ptr, acc_k, acc_node, acc_key, fp_ptr, fp_memory, fp_lo, f
                     if rel[dist[row]]:
                         _tree_set(all_tree, size, slot_of_row[row], -1)
                         _tree_set(write_tree, size, slot_of_row[row], -1)
-    return out[:n_out], truncated
+    return n_out, truncated, False
+
+
 
 
 @numba.njit(inline="always")
