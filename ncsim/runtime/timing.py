@@ -81,8 +81,10 @@ DEPENDENT = 16  # it reads bytes the previous data-path instruction of its engin
 # numpy asks the kernel for transparent huge pages for every array of 4 MiB or more
 # (madvise(MADV_HUGEPAGE)); where the kernel then compacts memory synchronously to find them
 # (/sys/kernel/mm/transparent_hugepage/defrag = madvise, this machine's setting), first touching
-# such an array costs more than filling it: time_program on tools/bench_pipeline.py's 10^6 program,
-# run cold, took 0.70 s with the advice and 0.33 s without.
+# such an array can cost more than filling it. time_program on tools/bench_pipeline.py's 10^6
+# program, run cold in a fresh process: 0.27 to 0.70 s with the advice (0.27 when free huge pages
+# were at hand, 0.67-0.70 when the kernel compacted first, which was the usual case here), 0.32 to
+# 0.34 s without. Steady beats a gamble that mostly loses.
 _set_huge_pages = getattr(getattr(getattr(np, "_core", None), "multiarray", None), "_set_madvise_hugepage", None)
 
 
