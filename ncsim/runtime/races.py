@@ -470,25 +470,37 @@ def _addr(memory, byte):
 @numba.njit(cache=True)
 def _distinct(acc_ptr, acc_k, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, local):
     """The distinct (column, lo, hi, write) of the accesses' footprint rows, lo and hi on one address
-    line (_addr), by an open-addressing hash table: (local, col, lo, hi, write) with local[row] the
-    distinct footprint of each row, numbered in order of first appearance (every row is an access's;
-    `local` is the caller's, see _big)."""
+    line (_addr), by an open-addressing hash table (_hash_rows): (local, col, lo, hi, write) with
+    local[row] the distinct footprint of each row, numbered in order of first appearance (every row
+    is an access's; `local` is the caller's, see _big). A table too small is made 8 times larger and
+    the rows hashed again."""
     cap = 1024
-    k_col = np.empty(cap, np.int64)
-    k_lo = np.empty(cap, np.int64)
-    k_hi = np.empty(cap, np.int64)
-    k_w = np.empty(cap, np.bool_)
-    k_hash = np.empty(cap, np.uint64)
+    while True:
+        keys = np.empty((4, cap), np.int64)  # column, lo, hi, write
+        k_hash = np.empty(cap, np.uint64)
+        table = np.empty(2 * cap, np.int64)
+        nd = _hash_rows(acc_ptr, acc_k, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, local, keys, k_hash, table)
+        if nd >= 0:
+            return local, keys[0, :nd].copy(), keys[1, :nd].copy(), keys[2, :nd].copy(), keys[3, :nd] != 0
+        cap *= 8
+
+
+@numba.njit(cache=True, _nrt=False)
+def _hash_rows(acc_ptr, acc_k, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, local, keys, k_hash, table):
+    """_distinct's hashing into tables it is given (no reference counting, _nrt=False): the number of
+    distinct footprints, or -1 if there are more than keys.shape[1] (the table is kept at most half full)."""
+    cap = keys.shape[1]
+    size = table.shape[0]
+    for i in range(size):
+        table[i] = -1
     nd = 0
-    size = 2048
-    table = np.full(size, -1, np.int64)
     for c in range(acc_ptr.shape[0] - 1):
         for a in range(acc_ptr[c], acc_ptr[c + 1]):
             k = acc_k[a]
             for row in range(fp_ptr[k], fp_ptr[k + 1]):
                 lo = _addr(fp_memory[row], fp_lo[row])
                 hi = _addr(fp_memory[row], fp_hi[row])
-                w = (fp_access[row] & ACCESS_WRITE) != 0
+                w = np.int64(1) if (fp_access[row] & ACCESS_WRITE) != 0 else np.int64(0)
                 h = np.uint64(c) * np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(lo)
                 h = (h ^ (h >> np.uint64(31))) * np.uint64(0xBF58476D1CE4E5B9) ^ np.uint64(hi)
                 h = (h ^ (h >> np.uint64(29))) * np.uint64(0x94D049BB133111EB) ^ np.uint64(w)
@@ -498,37 +510,22 @@ def _distinct(acc_ptr, acc_k, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, local)
                     d = table[slot]
                     if d < 0:
                         if nd == cap:
-                            cap *= 2
-                            k_col = _grown(k_col, cap)
-                            k_lo = _grown(k_lo, cap)
-                            k_hi = _grown(k_hi, cap)
-                            k_w = _grown(k_w, cap)
-                            k_hash = _grown(k_hash, cap)
+                            return -1
                         table[slot] = nd
-                        k_col[nd], k_lo[nd], k_hi[nd], k_w[nd], k_hash[nd] = c, lo, hi, w, h
+                        keys[0, nd] = c
+                        keys[1, nd] = lo
+                        keys[2, nd] = hi
+                        keys[3, nd] = w
+                        k_hash[nd] = h
                         local[row] = nd
                         nd += 1
-                        if 2 * nd > size:  # keep the table at most half full
-                            size *= 2
-                            table = np.full(size, -1, np.int64)
-                            for j in range(nd):
-                                s2 = np.int64(k_hash[j] & np.uint64(size - 1))
-                                while table[s2] >= 0:
-                                    s2 = (s2 + 1) & (size - 1)
-                                table[s2] = j
                         break
-                    if k_hash[d] == h and k_col[d] == c and k_lo[d] == lo and k_hi[d] == hi and k_w[d] == w:
+                    if (k_hash[d] == h and keys[0, d] == c and keys[1, d] == lo and keys[2, d] == hi
+                            and keys[3, d] == w):
                         local[row] = d
                         break
                     slot = (slot + 1) & (size - 1)
-    return local, k_col[:nd].copy(), k_lo[:nd].copy(), k_hi[:nd].copy(), k_w[:nd].copy()
-
-
-@numba.njit(inline="always")
-def _grown(a, cap):
-    out = np.empty(cap, a.dtype)
-    out[:a.shape[0]] = a
-    return out
+    return nd
 
 
 @numba.njit(cache=True)

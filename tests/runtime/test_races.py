@@ -176,6 +176,21 @@ def test_many_races_are_counted_and_the_first_ones_described(tmp_path):
     assert starts == sorted(starts)
 
 
+def test_more_distinct_footprints_than_the_first_hash_table_holds(tmp_path):
+    """1,400 single-column copies on two engines, 2,800 distinct footprints (the hash of distinct
+    footprints starts with room for 1,024 and is redone larger): each Vector write races with the
+    GpSimd read of the same column and with nothing else."""
+    n = 700
+    text = (".kernel wide\n.sync manual\n.sbuf a f32[128, 700]\n.sbuf b f32[128, 700]\n.sbuf c f32[128, 700]\n"
+            + "".join(f"tensor_copy a[:, {i}:{i + 1}], b[:, {i}:{i + 1}]\n" for i in range(n))
+            + "".join(f"tensor_copy c[:, {i}:{i + 1}], a[:, {i}:{i + 1}], engine=gpsimd\n" for i in range(n)))
+    r = timed(tmp_path, text, "wide.s")
+    rep = find_races(r, limit=n)
+    assert rep.total == n and rep.complete
+    assert sorted((race.first.index, race.second.index) for race in rep.races) == [(i, i) for i in range(n)]
+    assert {race.span for race in rep.races} == {(4 * i, 4 * i + 4) for i in range(n)}
+
+
 def test_the_error_is_placed_at_the_access_that_began_later(tmp_path):
     """The load began later in the run (1300 ns of latency): the error points at it, and its notes
     give both lines."""
