@@ -655,7 +655,7 @@ def _clocks(first, dma_i, dma_k, d_stream, d_spos, s_ptr, fp_ptr, col_of_stream,
     # A chain's head's predecessors are kept while the chain waits for them.
     pred = np.empty((n_ch, most * (n_ch + 1) + 1), np.int64)
     pend = np.full(n_ch, -1, np.int64)  # how many, -1 if not found yet
-    hint = np.full(n_ch * n_sems * n_ch, -1, np.int64)
+    hint = np.full(n_eng * n_sems * n_ch, -1, np.int64)  # only engine instructions wait
     ok = _walk(first, dma_i, dma_k, d_stream, d_spos, s_ptr, s_list, fp_ptr, col_of_stream, ready, n_sems, g_ptr,
                g_node, g_key, sg_ptr, sg, w_ptr, w_sig, w_sem, clock, complete, cur, head, stop, on_stack, st_ch,
                st_to, pred, pend, hint)
