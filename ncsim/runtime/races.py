@@ -304,7 +304,8 @@ class _Graph:
 
     def clocks(self) -> np.ndarray:
         """clock[v, c] for every node v (instruction k, or n + i for the transfer of the i-th
-        dma_copy): the last instruction of column c's stream known complete before v begins, -1 if none."""
+        dma_copy): the last instruction of column c's stream known complete once v is complete, -1 if
+        none; for the columns other than v's own, what was known when v began (see _clocks)."""
         r = self.r
         tmax = int(r.total_ticks) + 1
         if tmax >= 1 << 54:
