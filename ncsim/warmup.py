@@ -466,12 +466,6 @@ def warm_up(message: str | None = None, stream: TextIO | None = None) -> WarmupR
         result.report.format()
         result.program.to_object()  # the words made again from the columns (a loaded program keeps none)
         trace_text(result.timing, obj)  # the trace's kernels too (`--trace`)
-        # and the counting sort the trace orders its events with when their key would not fit in 63
-        # bits (a run too long for the warm-up's); the race check no longer calls it
-        import numpy as np
-
-        from ncsim.runtime.races import _counting_order
-        _counting_order(np.zeros(1, np.int64), 1)
     seconds = time.perf_counter() - start
     return WarmupResult(kernels(), list(notice.compiled) if notice is not None else [], seconds)
 

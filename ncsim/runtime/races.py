@@ -353,21 +353,6 @@ def _big(shape, dtype) -> np.ndarray:
 
 
 @numba.njit(cache=True)
-def _counting_order(keys, n_keys):
-    """The stable order of `keys` (integers in 0..n_keys-1), by counting: O(len + n_keys)."""
-    start = np.zeros(n_keys + 1, np.int64)
-    for x in keys:
-        start[x + 1] += 1
-    for i in range(n_keys):
-        start[i + 1] += start[i]
-    order = np.empty(keys.shape[0], np.int64)
-    for i in range(keys.shape[0]):
-        order[start[keys[i]]] = i
-        start[keys[i]] += 1
-    return order
-
-
-@numba.njit(cache=True)
 def _dmas(first, body, dma_body, queue_of_body, n_queues, dma_i, dma_k, d_stream, d_spos):
     """The dma_copy instructions and their DMA streams: dma_i[k] (the dma_copy's number i in program
     order, -1 for other instructions), dma_k[i], d_stream[i] (its stream among the DMA streams,
