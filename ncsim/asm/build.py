@@ -16,12 +16,24 @@ is a chunk of one lane. This module never makes a Python object per instruction:
    written in, laid out per engine stream as one array of 64-bit words; the object's streams are
    read-only views of it (`Encoded.stream_view`) and its line tables columns (`LineTable`).
 
+Memory (the words are most of it: 181 bytes per instruction on tools/bench_pipeline.py's program).
+Before synchronisation and before encoding, the heap memory earlier stages freed is handed back to the
+system (`give_back`). Program-order positions are int32. Besides the words, encoding keeps 13 bytes
+per instruction (word starts, wait counts, signal flags) while it fills them and makes the object's
+per-instruction columns (24 bytes) after; what else it needs per instruction is made a block at a
+time. Measured on that program's 10^6 instructions (peak RSS growth of the whole assembly, as the
+benchmark takes it): 301 bytes per instruction before these steps, 271 after (the parsed chunks, 20,
+and what synchronisation leaves for its report, 27, stay live with the words to the end).
+
 An instruction that would wait on more semaphores than the encoding holds is the one case built one
 at a time (the extra waits go on sem_wait instructions before it, on its engine).
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import gc
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -42,14 +54,43 @@ ENGINES = isa.ENGINES
 MAX_DIMS = 5
 
 
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    return trim
+
+
+_TRIM = _malloc_trim()
+GIVE_BACK_FROM = 100_000  # instructions: smaller programs leave too little behind to be worth a trim
+
+
+def give_back(n: int) -> None:
+    """Hand the heap memory that earlier stages freed back to the system (glibc's malloc_trim) before
+    a stage that allocates a lot, when the program has at least GIVE_BACK_FROM instructions.
+    glibc serves arrays of up to 32 MiB from its heap once larger ones were freed, and keeps what a
+    stage frees there: the next stage reuses only the holes its own arrays fit, and the words, served
+    fresh, came on top of it. On tools/bench_pipeline.py's 10^6 program the parse left 70 bytes per
+    instruction freed but held and synchronisation 70 more; trimmed before synchronisation and before
+    encoding, the assembler's peak fell by them."""
+    if _TRIM is not None and n >= GIVE_BACK_FROM:
+        gc.collect()
+        _TRIM(0)
+
+
 @dataclass
 class Chunk:
     """`instr` (values may be lanes) at the program-order `positions` of its lanes, from source `where`
     (file index, line, column)."""
 
     instr: Instruction
-    positions: np.ndarray
+    positions: np.ndarray  # int32 (a program has fewer than 2**31 instructions)
     where: tuple[int, int, int]
+
+    def __post_init__(self) -> None:
+        self.positions = np.asarray(self.positions, np.int32)
 
     @property
     def n(self) -> int:
@@ -62,9 +103,10 @@ def column(value: int | Lanes, n: int) -> np.ndarray:
 
 @dataclass
 class Gathered:
-    """Per instruction g (program order): chunk[g] (int32), lane[g], engine[g] (int8), stream[g] (ids
-    into `stream_names`, int32). The accesses (`access_rows`) are made when synchronisation needs them
-    and dropped after it: they are the largest table of the assembly."""
+    """Per instruction g (program order): chunk[g] (int32), lane[g], engine[g] (int8), its stream
+    (`streams`, int32) and its issuing engine's stream (`issuers()`, made for synchronisation and
+    dropped after it). The accesses (`access_rows`) are made when synchronisation needs them and
+    dropped after it: they are the largest table of the assembly."""
 
     chunks: list[Chunk]
     n: int
@@ -92,9 +134,9 @@ class Gathered:
         return per_chunk[self.chunk] if self.n else np.zeros(0, np.int8)
 
     @cached_property
-    def streams(self) -> tuple[np.ndarray, list[str], np.ndarray]:
-        """(stream id per instruction, stream names, the stream id of each instruction's issuing
-        engine): names sorted, the engines among them, as `ncsim.asm.sync.synchronise` numbers them."""
+    def streams(self) -> tuple[np.ndarray, list[str]]:
+        """(stream id per instruction, stream names): names sorted, the engines among them, as
+        `ncsim.asm.sync.synchronise` numbers them."""
         per_lane: list[tuple[Chunk, np.ndarray | None]] = []
         names = {c.instr.engine for c in self.chunks}
         for c in self.chunks:
@@ -114,8 +156,13 @@ class Gathered:
                 uq, inv = np.unique(queues, return_inverse=True)
                 ids = np.array([sid[f"dma queue {q} from {c.instr.engine}"] for q in uq.tolist()], np.int32)
                 stream[c.positions] = ids[inv.reshape(-1)]
-        engine_ids = np.array([sid.get(e, -1) for e in ENGINES], np.int32)
-        return stream, ordered, engine_ids[self.engine]
+        return stream, ordered
+
+    def issuers(self) -> np.ndarray:
+        """The stream id of each instruction's issuing engine (int32; -1 for an engine without a stream)."""
+        _, names = self.streams
+        engine_ids = np.array([names.index(e) if e in names else -1 for e in ENGINES], np.int32)
+        return engine_ids[self.engine]
 
 
 @dataclass
@@ -229,7 +276,7 @@ class _Lazy:
 
 def describe(gathered: Gathered, synced: Synced, files: list[str]) -> str:
     """`ncsim.asm.sync.describe_edges` for the arrays: one line per wait, who waits for whom and why."""
-    stream, names, _ = gathered.streams
+    stream, names = gathered.streams
     operand = synced.operand_names
     memory = {int(m): m.label for m in Memory}
     edges = []
@@ -251,10 +298,11 @@ def describe(gathered: Gathered, synced: Synced, files: list[str]) -> str:
 
 def synchronise(gathered: Gathered, num_semaphores: int, reserved: set[int]) -> Synced:
     """The waits between streams (see `ncsim.asm.sync`), and a semaphore for each stream waited for."""
-    stream, names, issuer = gathered.streams
+    stream, names = gathered.streams
+    give_back(gathered.n)
     acc = access_rows(gathered)
     producer, consumer, kind, prow, crow = sync.synchronise_rows(
-        stream, issuer, acc.ptr, acc.offset, acc.first, acc.end, acc.shape, acc.write, acc.shape_memory,
+        stream, gathered.issuers(), acc.ptr, acc.offset, acc.first, acc.end, acc.shape, acc.write, acc.shape_memory,
         acc.shape_itemsize, acc.shape_ndims, acc.shape_dims)
     # an edge's operands: the rows' places among their instructions' accesses, in their chunks' tables
     pa = acc.operand[gathered.chunk[producer], prow - acc.ptr[producer]]
@@ -342,14 +390,28 @@ def _place(words, enc, start, waits, signs, size, head, own_waits, own_signals):
 
 
 def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
+    """Encode every instruction into one array of words (see the module docstring). Its peak memory is
+    the words and, per instruction, 8 bytes of word positions, 4 of automatic waits and 1 of
+    signals, then the object's line tables, positions and origins (24): what a chunk's lanes need
+    (their sizes, which of them go one by one) is worked out per batch rather than kept for all."""
     n = gathered.n
     chunks = gathered.chunks
-    stream, names, _ = gathered.streams
+    stream, names = gathered.streams
+    give_back(n)
     sem_by_stream = np.zeros(max(len(names), 1), np.uint64)
     for s, sem in synced.sem_of.items():
         sem_by_stream[s] = sem
     ck = gathered.chunk
-    aw = np.bincount(synced.consumer, minlength=n).astype(np.int32)  # automatic waits per instruction
+    step = BATCH * 16  # instructions or edges per block of the whole-program passes below
+    consumer, producer = synced.consumer, synced.producer
+    if len(consumer) > 1 and (np.diff(consumer) < 0).any():  # the sweep lists them by consumer already
+        order = np.argsort(consumer, kind="stable")
+        consumer, producer = consumer[order], producer[order]
+        del order
+    aw = np.empty(n, np.int32)  # automatic waits per instruction
+    for lo in range(0, n, step):
+        a, b = np.searchsorted(consumer, [lo, lo + step])
+        aw[lo:lo + step] = np.bincount(consumer[a:b] - lo, minlength=min(step, n - lo))
     signs = np.zeros(n, np.int8)  # 1: it signals its stream's semaphore
     signs[synced.producer] = 1
     # per chunk: its own waits, its own signals, and where its signals start (after the fixed fields
@@ -357,62 +419,78 @@ def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
     own_w = np.array([len(c.instr.waits) for c in chunks], np.int32)
     own_s = np.array([len(c.instr.signals) for c in chunks], np.int32)
     head = np.array([layout(c.instr.spec.opcode)[1] // 8 for c in chunks], np.int32) + own_w
-    special = (own_w[ck] + aw > isa.WAITS.max_len) | (own_s[ck] + signs > isa.SIGNALS.max_len)
-    size = (head + own_s)[ck] + aw + signs  # words
-    blobs: dict[int, list[bytes]] = {}  # g -> its encoding, after the sem_waits made for its extra waits
-    for g in np.flatnonzero(special).tolist():
-        blobs[g] = _one_by_one(gathered, synced, stream, g)
-        size[g] = sum(len(b) for b in blobs[g]) // 8
+    fixed = head + own_s  # words of a chunk's instructions besides their automatic waits and signal
 
-    # Layout: streams in ENGINES order, program order within each.
+    blobs: dict[int, list[bytes]] = {}  # g -> its encoding, after the sem_waits made for its extra waits
+    for lo in range(0, n, step):
+        for g in (lo + np.flatnonzero(_special(np.arange(lo, min(n, lo + step)), ck, own_w, own_s, aw, signs))).tolist():
+            blobs[g] = _one_by_one(gathered, synced, stream, g)
+
+    # Layout: streams in ENGINES order, program order within each; word_start[g] is where g starts.
+    # Two passes in blocks of program order: each engine's words, then each instruction's start
+    # after its engine's earlier instructions.
     engine = gathered.engine
-    korder = np.argsort(engine, kind="stable").astype(np.int32)  # g of each slot
-    word_start = np.empty(n, np.int64)
-    starts_sorted = np.cumsum(size[korder], dtype=np.int64)
-    total_words = int(starts_sorted[-1]) if n else 0
-    starts_sorted -= size[korder]
-    word_start[korder] = starts_sorted
-    del starts_sorted
-    words = np.zeros(total_words, np.uint64)
+    word_start = np.empty(n, np.int64)  # the size of each instruction in words, then its start
     word_first = np.zeros(len(ENGINES) + 1, np.int64)
-    np.cumsum(np.bincount(engine, weights=size, minlength=len(ENGINES)).astype(np.int64), out=word_first[1:])
+    for lo in range(0, n, step):
+        sizes = fixed[ck[lo:lo + step]] + aw[lo:lo + step] + signs[lo:lo + step]
+        word_start[lo:lo + step] = sizes
+        word_first[1:] += np.bincount(engine[lo:lo + step], weights=sizes, minlength=len(ENGINES)).astype(np.int64)
+    for g, parts in blobs.items():
+        word_first[1 + engine[g]] += sum(len(b) for b in parts) // 8 - word_start[g]
+        word_start[g] = sum(len(b) for b in parts) // 8
+    np.cumsum(word_first, out=word_first)
+    total_words = int(word_first[-1])
+    done = word_first[:-1].copy()  # per engine, the words laid out so far
+    for lo in range(0, n, step):
+        sizes = word_start[lo:lo + step]
+        eng = engine[lo:lo + step]
+        for e in np.unique(eng).tolist():
+            mine = np.flatnonzero(eng == e)
+            ends = np.cumsum(sizes[mine]) + done[e]
+            done[e] = ends[-1]
+            sizes[mine] = ends - sizes[mine]  # sizes is a view: word_start's block becomes starts
+    del done
+    words = np.zeros(total_words, np.uint64)
 
     for ci, c in enumerate(chunks):
-        keep = np.flatnonzero(~special[c.positions])
         w, s, hw = int(own_w[ci]), int(own_s[ci]), int(head[ci])  # hw: words before the automatic waits
-        for lo in range(0, len(keep), BATCH):
-            lanes_idx = keep[lo:lo + BATCH]
+        for lo in range(0, c.n, BATCH):
+            lanes_idx = np.arange(lo, min(c.n, lo + BATCH))
             gs = c.positions[lanes_idx]
+            if blobs:
+                keep = ~_special(gs, ck, own_w, own_s, aw, signs)
+                lanes_idx, gs = lanes_idx[keep], gs[keep]
+            if not len(gs):
+                continue
             part = c.instr if len(lanes_idx) == c.n else take(c.instr, lanes_idx)
             enc = encode_lanes(part, len(lanes_idx)).view(np.uint64)
-            _place(words, enc, word_start[gs], aw[gs], signs[gs], size[gs], hw, w, s)
+            sizes = fixed[ci] + aw[gs] + signs[gs]
+            _place(words, enc, word_start[gs], aw[gs], signs[gs], sizes, hw, w, s)
             del enc
     # Automatic waits, after the instruction's own (the j-th wait of each consumer in the order the
     # edges were found); its signal after its own signals. Both in blocks of BATCH * 16, so that their
     # index temporaries stay small whatever the program's size.
-    consumer, producer = synced.consumer, synced.producer
-    if len(consumer) > 1 and (np.diff(consumer) < 0).any():  # the sweep lists them by consumer already
-        order = np.argsort(consumer, kind="stable")
-        consumer, producer = consumer[order], producer[order]
-        del order
-    step = BATCH * 16
     for lo in range(0, len(consumer), step):
         cs, ps = consumer[lo:lo + step], producer[lo:lo + step]
         nth = np.arange(lo, lo + len(cs)) - np.searchsorted(consumer, cs, side="left")
-        normal = ~special[cs]
-        cs, ps, nth = cs[normal], ps[normal], nth[normal]
+        if blobs:
+            normal = ~_special(cs, ck, own_w, own_s, aw, signs)
+            cs, ps, nth = cs[normal], ps[normal], nth[normal]
         words[word_start[cs] + head[ck[cs]] + nth] = \
             sem_by_stream[stream[ps]] | (synced.rank[ps].astype(np.uint64) << np.uint64(32))
     for lo in range(0, n, step):
-        sig = lo + np.flatnonzero((signs[lo:lo + step] == 1) & ~special[lo:lo + step])
-        words[word_start[sig] + (head + own_s)[ck[sig]] + aw[sig]] = \
-            sem_by_stream[stream[sig]] | (np.uint64(1) << np.uint64(32))
-    del aw, signs, special, size
+        sig = lo + np.flatnonzero(signs[lo:lo + step] == 1)
+        if blobs:
+            sig = sig[~_special(sig, ck, own_w, own_s, aw, signs)]
+        words[word_start[sig] + fixed[ck[sig]] + aw[sig]] = sem_by_stream[stream[sig]] | (np.uint64(1) << np.uint64(32))
+    del aw, signs
     for g, parts in blobs.items():
         raw = np.frombuffer(b"".join(parts), "<u8")
         words[word_start[g]:word_start[g] + len(raw)] = raw
 
     # Per instruction k: its place, source and origin (inserted sem_waits repeat their instruction's).
+    korder = np.argsort(engine, kind="stable").astype(np.int32)
     if blobs:
         made = np.ones(n, np.int64)  # instructions each program-order instruction becomes
         for g, parts in blobs.items():
@@ -437,6 +515,13 @@ def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
               out=first[1:])
     words.flags.writeable = False  # the object's streams are views of it (Encoded.stream_view)
     return Encoded(words, word_first, pos, first, file, line, col, gk)
+
+
+def _special(gs: np.ndarray, ck: np.ndarray, own_w: np.ndarray, own_s: np.ndarray, aw: np.ndarray,
+             signs: np.ndarray) -> np.ndarray:
+    """Which of instructions gs are built one by one: more waits or signals than the encoding holds."""
+    c = ck[gs]
+    return (own_w[c] + aw[gs] > isa.WAITS.max_len) | (own_s[c] + signs[gs] > isa.SIGNALS.max_len)
 
 
 def _one_by_one(gathered: Gathered, synced: Synced, stream: np.ndarray, g: int) -> list[bytes]:

@@ -27,6 +27,42 @@ def test_encoding_in_batches_of_lanes_gives_the_same_object(monkeypatch):
     assert write_elf(assemble(LOOPS, "loops.s")) == whole
 
 
+WIDE = """
+.hbm x f32[64, 8] in
+.sbuf w f32[64, 16]
+.sbuf f f32[64, 16]
+.for i in 0..12
+  .for k in 0..10
+    dma_copy w[:, k], x[:, (i + k) % 8], queue=k
+  .end
+  tensor_copy f[:, 0:10], w[:, 0:10]
+  tensor_scalar f[:, i % 4 : i % 4 + 1], f[:, 10:11], add, i
+.end
+"""
+
+
+def test_encoding_in_blocks_gives_the_same_object_with_instructions_built_one_by_one(monkeypatch):
+    """The layout, wait counts and signals are worked out in blocks of BATCH * 16 instructions; with
+    BATCH = 3 (blocks of 48) the 144 instructions span three of them, among them tensor_copy lanes
+    that wait on ten queues (two waits more than the encoding holds: built one by one, after two
+    sem_waits)."""
+    from ncsim.asm.assembler import Assembler
+
+    def build_it():
+        asm = Assembler()
+        obj = asm.assemble(WIDE, "wide.s")
+        return write_elf(obj), asm.program
+
+    whole, program = build_it()
+    mnemonics = [i.mnemonic for i in program.instructions]
+    assert mnemonics.count("sem_wait") == 2 * 12 and len(mnemonics) == 12 * 12 + 2 * 12
+    monkeypatch.setattr(build, "BATCH", 3)
+    again, again_program = build_it()
+    assert again == whole
+    for f in ("words", "word_first", "pos", "first", "file", "line", "col", "origin"):
+        assert (getattr(program.encoded, f) == getattr(again_program.encoded, f)).all(), f
+
+
 def test_line_tables_are_columns_that_read_as_line_entries():
     """The assembler and the ELF reader keep each stream's line table as columns (`LineTable`), with
     no Python object per instruction; it reads and compares as the list of LineEntry it stands for."""

@@ -695,3 +695,29 @@ def test_the_assembler_stores_a_shape_once_and_finds_the_same_waits():
             for p, c, k, pa, ca in zip(synced.producer, synced.consumer, synced.kind, synced.producer_operand,
                                        synced.consumer_operand)] == \
         [(e.producer, e.consumer, e.kind, e.producer_operand, e.consumer_operand) for e in expected]
+
+
+def test_the_search_trees_take_under_ten_bytes_per_access_row():
+    """Leaves of sync.BLOCK = 64 rows: the trees (152 bytes a node, up to 4 nodes a leaf) take at most
+    4 * 152 / 64 = 9.5 bytes per row (with leaves of 16 rows they took 30 on a long loop)."""
+    from ncsim.asm import build, sync
+
+    src = """\
+.sbuf a f32[128, 8, 64]
+.sbuf b f32[128, 8, 64]
+.for i in 0..3000
+  tensor_copy a[:, i % 8, :], b[:, (i + 3) % 8, :]
+  activation b[:, (i + 5) % 8, :], relu, a[:, (i + 1) % 8, :]
+.end
+"""
+    asm = Assembler()
+    asm.assemble_lines(src, "loop.s")
+    gathered = build.Gathered(asm.program.chunks, asm.program.count)
+    stream, names = gathered.streams
+    acc = build.access_rows(gathered)
+    rows = len(acc.offset)
+    assert rows == 12000
+    table = sync._shapes(acc.shape_memory, acc.shape_itemsize, acc.shape_ndims, acc.shape_dims)
+    *_, tree_span, tree_info = sync._index(stream, acc.ptr, acc.write, acc.offset, acc.first, acc.end, acc.shape,
+                                           table, acc.shape_dims, len(names))
+    assert (tree_span.nbytes + tree_info.nbytes) / rows < 10
