@@ -55,6 +55,7 @@ False.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numba
@@ -74,6 +75,9 @@ _BYTE_MAX = (1 << _ADDR_SHIFT) - 1
 LINEAR_WINDOW = 24  # windows of at most this many accesses are searched one by one, larger ones by trees
 HITS_PER_ACCESS = 64  # candidate footprints one access may collect from one other stream
 MAX_CANDIDATES = 1 << 20  # candidate pairs collected in all before the search stops
+# From this many instructions, the vector clocks are computed in a second thread while this one hashes
+# the footprints (with two cores free, about 15 ms less at 10^6); below it a thread costs more than it saves.
+_THREAD_FROM = 100_000
 
 
 # --------------------------------------------------------------------------- the result
@@ -201,7 +205,14 @@ def find_races(result: TimingResult, limit: int = 20) -> RaceReport:
     if g.n_cols < 2:
         return RaceReport((), 0, True)
     r = result
-    clock = g.clocks()
+    if result.count < _THREAD_FROM:
+        clock = g.clocks()
+        g.footprints()
+    else:  # the clocks in a second thread (their kernels release the GIL) while this one hashes footprints
+        with ThreadPoolExecutor(1) as pool:
+            clocks = pool.submit(g.clocks)
+            g.footprints()
+            clock = clocks.result()
     cand, truncated = _sweep(clock, g.acc_ptr, g.acc_k, g.acc_node, g.acc_key, r.fp_ptr, r.fp_memory, r.fp_lo,
                              r.fp_hi, r.fp_access, r.fp_partition, r.fp_partitions, g.dist, g.d_lo, g.d_hi,
                              g.d_write, g.d_ptr, LINEAR_WINDOW, HITS_PER_ACCESS, MAX_CANDIDATES)
@@ -288,8 +299,10 @@ class _Graph:
         self.col_of_stream = col_of_stream
         self.n_cols = len(self.acc_ptr) - 1
         self.n = n
-        if self.n_cols < 2:
-            return
+
+    def footprints(self) -> None:
+        """dist (per footprint row) and the distinct footprints d_lo, d_hi, d_write, d_ptr."""
+        r = self.r
         # Distinct footprints (column, address range, write) by hashing: a tiled program touches few,
         # so which of them could conflict with another stream is quick to find. Sorted by (column, lo,
         # hi, write); dist[row] is the rank of a row's.
@@ -457,7 +470,7 @@ def _addr(memory, byte):
     return (np.int64(memory) << _ADDR_SHIFT) | min(max(np.int64(byte), 0), _BYTE_MAX)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _distinct(acc_ptr, acc_k, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, local):
     """The distinct (column, lo, hi, write) of the accesses' footprint rows, lo and hi on one address
     line (_addr), by an open-addressing hash table (_hash_rows): (local, col, lo, hi, write) with
@@ -475,7 +488,7 @@ def _distinct(acc_ptr, acc_k, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, local)
         cap *= 8
 
 
-@numba.njit(cache=True, _nrt=False)
+@numba.njit(cache=True, _nrt=False, nogil=True)
 def _hash_rows(acc_ptr, acc_k, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, local, keys, k_hash, table):
     """_distinct's hashing into tables it is given (no reference counting, _nrt=False): the number of
     distinct footprints, or -1 if there are more than keys.shape[1] (the table is kept at most half full)."""
@@ -518,7 +531,7 @@ def _hash_rows(acc_ptr, acc_k, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, local
     return nd
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _remap(dist, rank):
     """dist[row] = rank[dist[row]], in place."""
     for i in range(dist.shape[0]):
@@ -541,7 +554,7 @@ def _where(node, n, first, d_stream, d_spos):
     return e, np.int64(node)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _clocks(first, dma_i, dma_k, d_stream, d_spos, s_ptr, fp_ptr, col_of_stream, n_cols, start, end, done, ready,
             signal_ptr, signal_sem, edge_signal, edge_wait, edge_sem, n_sems, clock, complete, g_node, g_key, w_ptr,
             w_sig, w_sem):
@@ -648,7 +661,7 @@ def _clocks(first, dma_i, dma_k, d_stream, d_spos, s_ptr, fp_ptr, col_of_stream,
     return clock, ok
 
 
-@numba.njit(cache=True, _nrt=False)
+@numba.njit(cache=True, _nrt=False, nogil=True)
 def _walk(first, dma_i, dma_k, d_stream, d_spos, s_ptr, s_list, fp_ptr, col_of_stream, ready, n_sems, g_ptr, g_node,
           g_key, sg_ptr, sg, w_ptr, w_sig, w_sem, clock, complete, cur, head, stop, on_stack, st_ch, st_to, pred, pend,
           hint):
