@@ -44,11 +44,12 @@ them. The work is O(streams x footprints x log footprints) plus the pairs found;
 (spans overlap) are confirmed exactly in Python, once per distinct (access pattern, access pattern,
 offset difference). Everything before that reads the timing result's columns in place, with int32
 indices; the large arrays the kernels fill are allocated by numpy (huge pages: few page faults),
-and the hot loops (_walk, _sweep_run, _hash_rows) are compiled without reference counting. On
-tools/bench_pipeline.py's 10^6-instruction program, measured side by side in fresh processes, the
-check took 0.15 s of CPU and about 100 bytes per instruction at its peak where building the graph
-(7.5 million edges, sorted) took 0.94-1.17 s and 746 bytes; on tools/bench_timing.py's 303 168
-instructions 0.077 s where it took 0.146 s.
+and the hot loops (_walk, _sweep_run, _hash_rows) are compiled without reference counting; from
+_THREAD_FROM instructions the clocks are computed in a second thread while the footprints are
+hashed. On tools/bench_pipeline.py's 10^6-instruction program, measured side by side in fresh
+processes, the check took 0.15 s of CPU and about 100 bytes per instruction at its peak where
+building the graph (7.5 million edges, sorted) took 0.94-1.17 s and 746 bytes; on
+tools/bench_timing.py's 303 168 instructions 0.077 s where it took 0.146 s.
 A search that hits its caps (HITS_PER_ACCESS, MAX_CANDIDATES) says so: `RaceReport.complete` is
 False.
 """
