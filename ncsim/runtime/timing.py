@@ -867,40 +867,73 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
         # 5. Share HBM among the pieces that touch it: max-min fair, each capped by its own rate.
         if rates_dirty:
             cnt = 0
+            weight = 0.0
+            cap0 = -1.0  # the cap of the first, and whether every one has that cap
+            alike = True
             for w in range(dwords):
                 bits = moving[w]
                 while bits != 0:
                     de = (w << 6) + np.int64(trailing_zeros(bits))
                     bits &= bits - _ONE
                     if a_hbm[de] > 0.0:
-                        a_rem[de] -= a_rate[de] * (t - a_upd[de])
-                        a_rem[de] = max(a_rem[de], 0.0)
-                        a_upd[de] = t
-                        i = cnt  # insertion sort by cap, then by DMA engine: a fixed order, a fixed result
-                        while i > 0 and a_cap[order[i - 1]] > a_cap[de]:
-                            order[i] = order[i - 1]
-                            i -= 1
-                        order[i] = de
+                        if a_upd[de] != t:  # (a piece taken at t has moved nothing yet)
+                            a_rem[de] -= a_rate[de] * (t - a_upd[de])
+                            a_rem[de] = max(a_rem[de], 0.0)
+                            a_upd[de] = t
+                        order[cnt] = de
                         cnt += 1
-            budget = hbm_cap
-            weight = 0.0
-            for i in range(cnt):
-                weight += a_hbm[order[i]]
-            level = -1.0
+                        weight += a_hbm[de]
+                        if a_cap[de] != cap0:
+                            if cnt == 1:
+                                cap0 = a_cap[de]
+                            else:
+                                alike = False
             used = 0.0
-            for i in range(cnt):
-                de = order[i]
-                cap = a_cap[de]
-                if level < 0.0 and cap * weight <= budget:
-                    a_rate[de] = cap
-                    budget -= cap * a_hbm[de]
-                    weight -= a_hbm[de]
-                else:
-                    if level < 0.0:
-                        level = budget / weight
-                    a_rate[de] = level
-                used += a_rate[de] * a_hbm[de]
-                a_end[de] = t + _ticks(a_rem[de], a_rate[de])
+            last_rem = -1.0
+            last_rate = -1.0
+            last_ticks = np.int64(0)
+            if cnt > 0 and alike and cap0 * weight <= 0.99 * hbm_cap:
+                # HBM is not the limit (with a margin far beyond rounding): every piece moves at its
+                # cap, as the fair share below would give; equal caps keep the order by DMA engine,
+                # so `used` is summed in the same order. Pieces alike share their division.
+                for i in range(cnt):
+                    de = order[i]
+                    a_rate[de] = cap0
+                    used += cap0 * a_hbm[de]
+                    if a_rem[de] != last_rem:
+                        last_rem = a_rem[de]
+                        last_ticks = _ticks(last_rem, cap0)
+                    a_end[de] = t + last_ticks
+            else:
+                for i in range(1, cnt):  # insertion sort by cap, then by DMA engine: a fixed order, a fixed result
+                    de = order[i]
+                    j = i
+                    while j > 0 and a_cap[order[j - 1]] > a_cap[de]:
+                        order[j] = order[j - 1]
+                        j -= 1
+                    order[j] = de
+                budget = hbm_cap
+                weight = 0.0
+                for i in range(cnt):
+                    weight += a_hbm[order[i]]
+                level = -1.0
+                for i in range(cnt):
+                    de = order[i]
+                    cap = a_cap[de]
+                    if level < 0.0 and cap * weight <= budget:
+                        a_rate[de] = cap
+                        budget -= cap * a_hbm[de]
+                        weight -= a_hbm[de]
+                    else:
+                        if level < 0.0:
+                            level = budget / weight
+                        a_rate[de] = level
+                    used += a_rate[de] * a_hbm[de]
+                    if a_rem[de] != last_rem or a_rate[de] != last_rate:
+                        last_rem = a_rem[de]
+                        last_rate = a_rate[de]
+                        last_ticks = _ticks(last_rem, last_rate)
+                    a_end[de] = t + last_ticks
             h_time[n_h] = t
             h_rate[n_h] = used
             n_h += 1
