@@ -326,19 +326,34 @@ def synchronise(gathered: Gathered, num_semaphores: int, reserved: set[int]) -> 
 @dataclass
 class Encoded:
     """The program as the object holds it: `words` (every stream's instructions, in ENGINES order),
-    `word_first[e]` where stream e starts; per instruction k (streams in ENGINES order) its word
-    position `pos[k]` and its source place (`file`, `line`, `col`); `first[e]` the k of stream e's first
-    instruction; `origin[k]` the program-order instruction it was made for (a sem_wait inserted for an
-    instruction's extra waits has that instruction's)."""
+    `word_first[e]` where stream e starts; per instruction k (streams in ENGINES order) its source
+    place (`file`, `line`, `col`) and word position `pos[k]` (found from the words when first asked);
+    `first[e]` the k of stream e's first instruction; `origin[k]` the program-order instruction it was
+    made for (a sem_wait inserted for an instruction's extra waits has that instruction's)."""
 
     words: np.ndarray
     word_first: np.ndarray
-    pos: np.ndarray  # int64
     first: np.ndarray
     file: np.ndarray  # int32
     line: np.ndarray  # uint32, as the object's line table holds them
     col: np.ndarray  # uint32
-    origin: np.ndarray
+    origin: np.ndarray  # int32
+
+    @cached_property
+    def pos(self) -> np.ndarray:
+        """Each instruction's word position (int64): each stream walked header by header (a header's
+        bits 32..47 are the instruction's size in bytes). Only inspection asks for it, so the assembly
+        does not keep 8 bytes per instruction for it."""
+        out = np.empty(len(self.origin), np.int64)
+        sizes = self.words  # read one header at a time
+        k = 0
+        for e in range(len(ENGINES)):
+            p, end = int(self.word_first[e]), int(self.word_first[e + 1])
+            while p < end:
+                out[k] = p
+                k += 1
+                p += (int(sizes[p]) >> 32 & 0xFFFF) // 8
+        return out
 
     def stream_view(self, e: int) -> memoryview:
         """Stream e's bytes without a copy: a read-only view of `words` (which encoding leaves read-only)."""
@@ -489,32 +504,32 @@ def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
         raw = np.frombuffer(b"".join(parts), "<u8")
         words[word_start[g]:word_start[g] + len(raw)] = raw
 
-    # Per instruction k: its place, source and origin (inserted sem_waits repeat their instruction's).
+    del word_start
+    # Per instruction k: its source and origin (inserted sem_waits repeat their instruction's).
     korder = np.argsort(engine, kind="stable").astype(np.int32)
     if blobs:
         made = np.ones(n, np.int64)  # instructions each program-order instruction becomes
         for g, parts in blobs.items():
             made[g] = len(parts)
         gk = np.repeat(korder, made[korder])
-        pos = np.repeat(word_start[korder], made[korder])
-        for g, parts in blobs.items():
-            pos[np.flatnonzero(gk == g)] = word_start[g] + np.cumsum([0] + [len(p) // 8 for p in parts[:-1]])
     else:
         gk = korder
-        pos = word_start[korder]
-    del word_start, korder
+    del korder
     k_count = len(gk)
     where = np.array([c.where for c in chunks], np.int64).reshape(-1, 3)
-    ckk = gathered.chunk[gk]
-    file = where[:, 0].astype(np.int32)[ckk]
-    line = where[:, 1].astype(np.uint32)[ckk]
-    col = where[:, 2].astype(np.uint32)[ckk]
-    del ckk
+    file = np.empty(k_count, np.int32)
+    line = np.empty(k_count, np.uint32)
+    col = np.empty(k_count, np.uint32)
+    for lo in range(0, k_count, step):
+        ckk = gathered.chunk[gk[lo:lo + step]]
+        file[lo:lo + step] = where[ckk, 0]
+        line[lo:lo + step] = where[ckk, 1]
+        col[lo:lo + step] = where[ckk, 2]
     first = np.zeros(len(ENGINES) + 1, np.int64)
     np.cumsum(np.bincount(engine[gk], minlength=len(ENGINES)) if k_count else np.zeros(len(ENGINES), np.int64),
               out=first[1:])
     words.flags.writeable = False  # the object's streams are views of it (Encoded.stream_view)
-    return Encoded(words, word_first, pos, first, file, line, col, gk)
+    return Encoded(words, word_first, first, file, line, col, gk)
 
 
 def _special(gs: np.ndarray, ck: np.ndarray, own_w: np.ndarray, own_s: np.ndarray, aw: np.ndarray,
