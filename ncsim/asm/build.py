@@ -133,6 +133,10 @@ class Gathered:
         per_chunk = np.array([ENGINES.index(c.instr.engine) for c in self.chunks], np.int8)
         return per_chunk[self.chunk] if self.n else np.zeros(0, np.int8)
 
+    def forget_streams(self) -> None:
+        """Drop `streams` (4 bytes per instruction) until it is asked for again."""
+        self.__dict__.pop("streams", None)
+
     @cached_property
     def streams(self) -> tuple[np.ndarray, list[str]]:
         """(stream id per instruction, stream names): names sorted, the engines among them, as
@@ -419,7 +423,7 @@ def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
     ck = gathered.chunk
     step = BATCH * 16  # instructions or edges per block of the whole-program passes below
     consumer, producer = synced.consumer, synced.producer
-    if len(consumer) > 1 and (np.diff(consumer) < 0).any():  # the sweep lists them by consumer already
+    if len(consumer) > 1 and (consumer[1:] < consumer[:-1]).any():  # the sweep lists them by consumer already
         order = np.argsort(consumer, kind="stable")
         consumer, producer = consumer[order], producer[order]
         del order
@@ -504,9 +508,16 @@ def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
         raw = np.frombuffer(b"".join(parts), "<u8")
         words[word_start[g]:word_start[g] + len(raw)] = raw
 
-    del word_start
+    del word_start, stream
+    gathered.forget_streams()  # made again if the sync report asks for them
     # Per instruction k: its source and origin (inserted sem_waits repeat their instruction's).
-    korder = np.argsort(engine, kind="stable").astype(np.int32)
+    korder = np.empty(n, np.int32)  # g of each slot: streams in ENGINES order, program order within each
+    done = 0
+    for e in range(len(ENGINES)):
+        for lo in range(0, n, step):
+            mine = lo + np.flatnonzero(engine[lo:lo + step] == e)
+            korder[done:done + len(mine)] = mine
+            done += len(mine)
     if blobs:
         made = np.ones(n, np.int64)  # instructions each program-order instruction becomes
         for g, parts in blobs.items():
