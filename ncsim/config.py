@@ -198,22 +198,37 @@ class Config:
         4, (1, 64), "x", "ARCH: Tensor engine, LoadStationary up to 4x faster than a matmul",
         "How much faster loading the stationary operand is than a matmul of the same free size.")
     vector_dependent_extra_cycles: int = param(
-        100, (0, CYCLES_MAX), "cycles", "PERF: dependent or tiny Vector instructions pay about 100 cycles more",
-        "Extra cost of a Vector instruction that depends on the previous one or is tiny.")
+        100, (0, CYCLES_MAX), "cycles",
+        "ARCH: Vector 'Cost Model', +100 cycles when each instruction depends on the previous one",
+        "Dependent overhead of the Vector engine: a Vector instruction that reads what the previous one wrote "
+        "lasts max(its formula, its work + this) (docs/timing.md).")
+    scalar_dependent_extra_cycles: int = param(
+        263, (0, CYCLES_MAX), "cycles",
+        "PERF: Opt #5a, dependent one-element ScalarE instructions every 189 ns = 264 cycles, 1 of them work",
+        "Dependent overhead of the Scalar engine: a Scalar instruction that reads what the previous one wrote "
+        "lasts max(its formula, its work + this). PERF measured 264 cycles between dependent one-element "
+        "instructions, one cycle of which is the element's work; the reason it gives (the next instruction "
+        "cannot read before the previous one's output is committed) does not depend on N, so ncsim applies "
+        "it at every N.")
+    gpsimd_dependent_extra_cycles: int = param(
+        100, (0, CYCLES_MAX), "cycles",
+        "PERF: Opt #5a, static overhead ~100 cycles on every compute engine (no GpSimd-specific figure)",
+        "Dependent overhead of the GpSimd engine's fixed-function instructions (not gpsimd_call's programs): "
+        "no public figure is specific to GpSimd, so ncsim takes the static overhead PERF gives all compute engines.")
+    static_overhead_cycles: int = param(
+        100, (0, CYCLES_MAX), "cycles",
+        "ARCH: Vector 'Cost Model', 100 cycles when N << 128; PERF: Opt #5a, ~100 cycles on every engine",
+        "Static instruction overhead of Vector, Scalar and GpSimd: a tiny instruction (N <= tiny_free_elements) "
+        "lasts max(its formula, its work + this).")
     tensor_tensor_cycles_per_element: int = param(
         1, (1, 64), "cycles", "TUT: Fused Mamba, mamba_v2 1.61 ms at VectorE 99.63% (docs/timing.md#calibration)",
         "Vector cycles per free element of a tensor_tensor outside the ISA's N cases (both inputs in SBUF, fp32): "
         "the ISA estimates 2N; the fused Mamba tutorial's measured profile (512 x 5 [128, 512] fp32 Vector "
         "instructions in 1.60 ms of Vector time, about 700 cycles each) gives N plus the dependent overhead.")
-    scalar_dependent_issue_ns: int = param(
-        189, (0, 10**6), "ns", "PERF: dependent one-element Scalar instructions issue about every 189 ns",
-        "Issue interval of back-to-back dependent one-element Scalar instructions "
-        "(264 cycles at 1.4 GHz).")
     tiny_free_elements: int = param(
         16, (0, 64 * KiB), "elements", "ARCH: the static overhead shows for instructions with N << 128 (ncsim's estimate: N <= 16)",
-        "Free elements per partition at or below which an instruction is tiny: a tiny Vector instruction "
-        "pays vector_dependent_extra_cycles, a tiny dependent Scalar one the scalar_dependent_issue_ns "
-        "interval (PERF measured it on one-element instructions).")
+        "Free elements per partition at or below which a Vector, Scalar or GpSimd instruction is tiny and pays "
+        "static_overhead_cycles (PERF measured it on one-element instructions).")
     local_gather_t: int = param(
         4, (1, 64), "count", "ISA: local_gather estimated cost, C = ((28 + t*e)/(t*e)) / min(4/dtype_size, e), t = 4",
         "The constant t of local_gather's cost 150 + num_valid_indices * num_elem_per_idx / C.")

@@ -45,6 +45,10 @@ class Cost:
     n: int = 0  # the N of the formula: free elements per partition (what makes an instruction tiny)
     load_stationary: int = 0  # nc_matmul: cycles of its LoadStationary, which can overlap the previous matmul
     transfer: TransferPlan | None = None  # dma_copy: the pieces the DMA engines move
+    # The formula's variable part: its cycles without the fixed part it has (the MIN_II floor, iota's
+    # 150, a dynamic copy's 600). None: the formula has no fixed part (work = cycles). A dependent or
+    # tiny instruction lasts max(cycles, work + its engine's overhead) (docs/timing.md).
+    work: int | None = None
 
 
 @dataclass(frozen=True)
@@ -59,11 +63,11 @@ class InstrCost:
     ticks: int  # busy time: max(compute_ticks, access_ticks)
     formula: str  # the whole cost in words, with its numbers
     n: int
-    tiny: bool  # N <= Config.tiny_free_elements
     ports: int  # PORT_SBUF | PORT_PSUM it holds for its whole duration
-    overhead_ticks: int  # Vector: the static overhead a dependent or tiny instruction pays
+    overhead_ticks: int  # what a dependent instruction adds: max(cycles, work + the engine's dependent overhead) - cycles
+    tiny: bool  # N <= Config.tiny_free_elements
     start_ticks: int  # the tensor-access start, paid when nothing runs before it on its engine
-    issue_ticks: int  # Scalar: the issue interval of a dependent tiny instruction (0 elsewhere)
+    tiny_ticks: int  # what it adds because it is tiny: max(cycles, work + static_overhead_cycles) - cycles, or 0
     load_stationary_ticks: int  # nc_matmul's LoadStationary, overlapping the previous Tensor instruction
     transfer: TransferPlan | None
     flops: int = 0  # nc_matmul: 2 x K x M x N, for the Tensor engine's utilisation against its peak
@@ -81,6 +85,12 @@ def _tiles(instr: Instruction) -> list[AccessPattern]:
 def _mx(config: Config, expr: str, value: int) -> tuple[int, str]:
     """max(MIN_II, value): the cycles and the text."""
     return max(config.min_ii, value), f"max(MIN_II={config.min_ii}, {expr}={value})"
+
+
+def _floor(config: Config, expr: str, value: int, n: int, note: str = "") -> Cost:
+    """The Cost of the formula max(MIN_II, value): `value` is its work, MIN_II its fixed part."""
+    cycles, text = _mx(config, expr, value)
+    return Cost(cycles, text + note, n, work=value)
 
 
 def _is(ap: object, *shorts: str) -> bool:
@@ -119,7 +129,7 @@ def nc_transpose(instr: Instruction, config: Config) -> Cost:
     if instr.engine == "tensor":
         p, f = data.partitions, data.free_elements
         return Cost(max(p, min(config.min_ii, f)), f"max(P={p}, min(MIN_II={config.min_ii}, F={f}))", f)
-    return Cost(*_mx(config, "N", data.free_elements), data.free_elements)
+    return _floor(config, "N", data.free_elements, data.free_elements)
 
 
 # --------------------------------------------------------------------------- Scalar engine
@@ -127,17 +137,20 @@ def nc_transpose(instr: Instruction, config: Config) -> Cost:
 @cost("activation")
 def activation(instr: Instruction, config: Config) -> Cost:
     n = _ap(instr, "data").free_elements
-    cycles, text = _mx(config, "N", n)
     if instr.operands["reduce_res"] is not None:  # ActReadAccumulator writes the accumulators out (ARCH)
-        return Cost(cycles + config.min_ii, f"{text} + MIN_II={config.min_ii} (reduce_res)", n)
-    return Cost(cycles, text, n)
+        return _with_reduce(config, n, " (reduce_res)")
+    return _floor(config, "N", n, n)
+
+
+def _with_reduce(config: Config, n: int, note: str = "") -> Cost:
+    """max(MIN_II, N) + MIN_II: the second MIN_II is work (the accumulator read), not a floor."""
+    cycles, text = _mx(config, "N", n)
+    return Cost(cycles + config.min_ii, f"{text} + MIN_II={config.min_ii}{note}", n, work=n + config.min_ii)
 
 
 @cost("activation_reduce", "tensor_scalar_reduce")
 def with_reduce(instr: Instruction, config: Config) -> Cost:
-    n = _ap(instr, "data").free_elements
-    cycles, text = _mx(config, "N", n)
-    return Cost(cycles + config.min_ii, f"{text} + MIN_II={config.min_ii}", n)
+    return _with_reduce(config, _ap(instr, "data").free_elements)
 
 
 # --------------------------------------------------------------------------- Vector engine (and friends)
@@ -150,22 +163,19 @@ def tensor_tensor(instr: Instruction, config: Config) -> Cost:
     fast_bf16 = (all(_is(x, BF16) for x in (a, b, dst)) and instr.operands["op"] in ("add", "subtract", "multiply")
                  and _unit_stride(a) and _unit_stride(b))
     if mixed or fast_bf16:
-        cycles, text = _mx(config, "N", n)
-        return Cost(cycles, text + (" (PSUM and SBUF inputs)" if mixed else " (bf16 add/subtract/multiply)"), n)
+        return _floor(config, "N", n, n, " (PSUM and SBUF inputs)" if mixed else " (bf16 add/subtract/multiply)")
     # Both inputs in SBUF (or both in PSUM), any other dtype or op: the ISA's estimate is 2N, the
     # chip measured about one element per cycle (docs/timing.md "Calibration": the fused Mamba
     # tutorial's fp32 profile); config.tensor_tensor_cycles_per_element says which.
     c = config.tensor_tensor_cycles_per_element
-    if c == 1:
-        return Cost(*_mx(config, "N", n), n)
-    return Cost(*_mx(config, f"{c}N", c * n), n)
+    return _floor(config, "N" if c == 1 else f"{c}N", c * n, n)
 
 
 @cost("tensor_scalar", "tensor_copy", "bn_stats", "nc_match_replace8", "dropout", "nc_stream_shuffle")
 def one_pass(instr: Instruction, config: Config) -> Cost:
     name = next(k for k in ("data", "src") if k in instr.operands)
     n = _ap(instr, name).free_elements
-    return Cost(*_mx(config, "N", n), n)
+    return _floor(config, "N", n, n)
 
 
 @cost("scalar_tensor_tensor")
@@ -174,9 +184,8 @@ def scalar_tensor_tensor(instr: Instruction, config: Config) -> Cost:
     n = data.free_elements
     ops = instr.operands["op0"], instr.operands["op1"]
     if ops == ("subtract", "multiply") and all(_is(x, BF16) for x in (data, other, dst)) and n % 2 == 0:
-        cycles, text = _mx(config, "N", n)
-        return Cost(cycles, text + " (bf16 subtract then multiply, N even)", n)
-    return Cost(*_mx(config, "2N", 2 * n), n)
+        return _floor(config, "N", n, n, " (bf16 subtract then multiply, N even)")
+    return _floor(config, "2N", 2 * n, n)
 
 
 @cost("tensor_reduce")
@@ -184,31 +193,29 @@ def tensor_reduce(instr: Instruction, config: Config) -> Cost:
     data, dst = _ap(instr, "data"), _ap(instr, "dst")
     n = data.free_elements
     if _is(data, BF16) and _is(dst, BF16) and instr.operands["op"] in ("add", "maximum"):
-        cycles, text = _mx(config, "N/2", math.ceil(n / 2))
-        return Cost(cycles, text + f" (bf16 {instr.operands['op']})", n)
-    return Cost(*_mx(config, "N", n), n)
+        return _floor(config, "N/2", math.ceil(n / 2), n, f" (bf16 {instr.operands['op']})")
+    return _floor(config, "N", n, n)
 
 
 @cost("tensor_tensor_scan")
 def tensor_tensor_scan(instr: Instruction, config: Config) -> Cost:
     n = _ap(instr, "data0").free_elements
-    return Cost(*_mx(config, "2N", 2 * n), n)
+    return _floor(config, "2N", 2 * n, n)
 
 
 @cost("tensor_copy_predicated")
 def tensor_copy_predicated(instr: Instruction, config: Config) -> Cost:
     n = _ap(instr, "dst").free_elements
     if all(t.memory == Memory.SBUF for t in _tiles(instr)):
-        return Cost(*_mx(config, "2N", 2 * n), n)
-    cycles, text = _mx(config, "N", n)
-    return Cost(cycles, text + " (operands span memories)", n)
+        return _floor(config, "2N", 2 * n, n)
+    return _floor(config, "N", n, n, " (operands span memories)")
 
 
 @cost("tensor_copy_dynamic_src", "tensor_copy_dynamic_dst")
 def dynamic_copy(instr: Instruction, config: Config) -> Cost:
     n = _ap(instr, "src").free_elements
     least = config.dynamic_copy_min_cycles
-    return Cost(max(least, n), f"max({least}, N={n})", n)
+    return Cost(max(least, n), f"max({least}, N={n})", n, work=n)
 
 
 @cost("memset")
@@ -216,27 +223,26 @@ def memset(instr: Instruction, config: Config) -> Cost:
     dst = _ap(instr, "dst")
     n = dst.free_elements
     if instr.operands["value"].value == 0 and _is(dst, BF16, F16):
-        cycles, text = _mx(config, "N/2", math.ceil(n / 2))
-        return Cost(cycles, text + " (zero into a 16-bit float)", n)
-    return Cost(*_mx(config, "N", n), n)
+        return _floor(config, "N/2", math.ceil(n / 2), n, " (zero into a 16-bit float)")
+    return _floor(config, "N", n, n)
 
 
 @cost("reciprocal")
 def reciprocal(instr: Instruction, config: Config) -> Cost:
     n = _ap(instr, "data").free_elements
-    return Cost(*_mx(config, "8N", 8 * n), n)
+    return _floor(config, "8N", 8 * n, n)
 
 
 @cost("bn_aggr")
 def bn_aggr(instr: Instruction, config: Config) -> Cost:
     n = _ap(instr, "data").free_elements
-    return Cost(*_mx(config, "13N/3", math.ceil(13 * n / 3)), n)
+    return _floor(config, "13N/3", math.ceil(13 * n / 3), n)
 
 
 @cost("max8", "nc_find_index8")
 def top8(instr: Instruction, config: Config) -> Cost:
     n = _ap(instr, "src" if "src" in instr.operands else "data").free_elements
-    return Cost(*_mx(config, "N", n), n)
+    return _floor(config, "N", n, n)
 
 
 # --------------------------------------------------------------------------- GpSimd engine
@@ -245,7 +251,7 @@ def top8(instr: Instruction, config: Config) -> Cost:
 def affine(instr: Instruction, config: Config) -> Cost:
     n = _ap(instr, "dst").free_elements
     start = config.gpsimd_iota_fixed_cycles
-    return Cost(start + n, f"{start} + N={n}", n)
+    return Cost(start + n, f"{start} + N={n}", n, work=n)
 
 
 @cost("tensor_partition_reduce")
@@ -253,7 +259,7 @@ def tensor_partition_reduce(instr: Instruction, config: Config) -> Cost:
     data = _ap(instr, "data")
     p, n = data.partitions, data.free_elements
     each, text = _mx(config, "N", n)
-    return Cost(p * each, f"P={p} x {text}", n)
+    return Cost(p * each, f"P={p} x {text}", n, work=p * n)
 
 
 @cost("local_gather")
@@ -267,7 +273,8 @@ def local_gather(instr: Instruction, config: Config) -> Cost:
     c = ((base + t * e) / (t * e)) / min(4 / src.dtype.itemsize, e)
     start = config.gpsimd_iota_fixed_cycles
     gather = math.ceil(valid * e / c)
-    return Cost(start + gather, f"{start} + indices={valid} x elements={e} / C={c:.4g} ({gather})", valid * e)
+    return Cost(start + gather, f"{start} + indices={valid} x elements={e} / C={c:.4g} ({gather})", valid * e,
+                work=gather)
 
 
 # --------------------------------------------------------------------------- DMA and semaphores
@@ -338,9 +345,9 @@ def describe(instr: Instruction, config: Config) -> InstrCost:
     own: Cost = spec.slots["cost"](instr, config)
     engine = instr.engine
     if spec.mnemonic == "dma_copy":
-        return InstrCost(engine, DMA, 0, 0, 0, 0, own.formula, 0, False, 0, 0, 0, 0, 0, own.transfer)
+        return InstrCost(engine, DMA, 0, 0, 0, 0, own.formula, 0, 0, 0, False, 0, 0, 0, own.transfer)
     if spec.mnemonic in ("sem_wait", "sem_signal"):
-        return InstrCost(engine, SEMAPHORE, 0, 0, 0, 0, own.formula, 0, False, 0, 0, 0, 0, 0, None)
+        return InstrCost(engine, SEMAPHORE, 0, 0, 0, 0, own.formula, 0, 0, 0, False, 0, 0, 0, None)
     tpc = config.ticks_per_cycle(engine)
     compute = own.cycles * tpc
     if compute > LIMIT:
@@ -352,19 +359,33 @@ def describe(instr: Instruction, config: Config) -> InstrCost:
         formula += f"; bound by {access_text}"
     mems = {t.memory for t in _tiles(instr)}
     ports = PORT_USERS[engine] & ((PORT_SBUF if Memory.SBUF in mems else 0) | (PORT_PSUM if Memory.PSUM in mems else 0))
+    # One rule for every engine's overheads (docs/timing.md "An instruction on its engine"): a dependent or
+    # tiny instruction lasts max(cycles, work + overhead), so the overhead and the formula's fixed part
+    # (the MIN_II floor, iota's 150) do not stack: both are the cost of starting an instruction.
     tiny = own.n <= config.tiny_free_elements
-    overhead = 0
-    if engine == "vector":  # the static overhead, less what the MIN_II floor already charged (docs/timing.md)
-        slack = own.cycles - own.n if own.cycles == config.min_ii and own.n < own.cycles else 0
-        overhead = max(0, config.vector_dependent_extra_cycles - slack) * tpc
-    issue = 0
-    if engine == "scalar":
-        issue = round(config.scalar_dependent_issue_ns * config.tick_hz / 1e9)
+    work = own.cycles if own.work is None else own.work
+    overhead = (max(own.cycles, work + dependent_overhead(engine, config)) - own.cycles) * tpc
+    tiny_ticks = (max(own.cycles, work + static_overhead(engine, config)) - own.cycles) * tpc if tiny else 0
     flops = 0
     if spec.mnemonic == "nc_matmul":
         moving = _ap(instr, "moving")
         flops = 2 * moving.partitions * _ap(instr, "stationary").free_elements * moving.free_elements
         if flops > LIMIT:
             raise _refuse(f"does {flops} floating-point operations")
-    return InstrCost(engine, DATAPATH, own.cycles, compute, access, ticks, formula, own.n, tiny, ports, overhead,
-                     config.access_start_cycles * tpc, issue, own.load_stationary * tpc, None, flops)
+    return InstrCost(engine, DATAPATH, own.cycles, compute, access, ticks, formula, own.n, ports, overhead, tiny,
+                     config.access_start_cycles * tpc, tiny_ticks, own.load_stationary * tpc, None, flops)
+
+
+def dependent_overhead(engine: str, config: Config) -> int:
+    """Cycles a data-path instruction that reads what the previous instruction of its engine wrote adds
+    to its work (docs/timing.md). The Tensor engine reads only SBUF and writes only PSUM, so it never
+    reads what it wrote; its matmul formula is the measured back-to-back interval (ARCH)."""
+    return {"vector": config.vector_dependent_extra_cycles, "scalar": config.scalar_dependent_extra_cycles,
+            "gpsimd": config.gpsimd_dependent_extra_cycles}.get(engine, 0)
+
+
+def static_overhead(engine: str, config: Config) -> int:
+    """Cycles a tiny instruction (N <= tiny_free_elements) adds to its work: the static instruction
+    overhead, the same for Vector, Scalar and GpSimd (ARCH, PERF). The Tensor engine's formula has its
+    own fixed part, max(N, MM_INIT_LATENCY = 64) for back-to-back matmuls (ARCH), so nothing is added."""
+    return 0 if engine == "tensor" else config.static_overhead_cycles

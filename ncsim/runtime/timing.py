@@ -59,7 +59,15 @@ from ncsim.asm.fields import WAIT_OPS
 from ncsim.asm.instruction import Instruction
 from ncsim.asm.objfile import ObjectFile
 from ncsim.config import DEFAULT, Config
-from ncsim.engines.cost import DATAPATH, DMA, SEMAPHORE, InstrCost, describe
+from ncsim.engines.cost import (
+    DATAPATH,
+    DMA,
+    SEMAPHORE,
+    InstrCost,
+    dependent_overhead,
+    describe,
+    static_overhead,
+)
 from ncsim.errors import DeadlockError, NcsimError, SimError, SourceLoc, Waiting, unmet_wait
 from ncsim.program import ACCESS_READ, ACCESS_WRITE, Program  # noqa: F401 - ACCESS_*: re-exported
 
@@ -70,9 +78,8 @@ _SEMS = 256  # semaphore numbers the encoding can name (u8); Config.semaphores m
 
 # Bits of TimingResult.extra_flags: which neighbour-dependent costs an instruction paid.
 COLD_START = 1  # its engine was idle: the tensor-access start was not hidden (docs/hardware.md#ports)
-OVERHEAD = 2  # Vector: dependent on the previous Vector instruction, or tiny (docs/hardware.md#cost)
+OVERHEAD = 2  # dependent on the previous instruction of its engine, or tiny (docs/timing.md)
 LOAD_STATIONARY = 4  # nc_matmul: the part of its LoadStationary the previous instruction did not hide
-ISSUE_INTERVAL = 8  # Scalar: dependent and tiny, so it lasts the issue interval (docs/hardware.md#cost)
 DEPENDENT = 16  # it reads bytes the previous data-path instruction of its engine wrote
 
 # ACCESS_READ, ACCESS_WRITE: bits of TimingResult.fp_access (ncsim.program's)
@@ -115,7 +122,7 @@ class TimingResult:
       dma_copy: when the last piece of its transfer finished);
     - sem_wait[k] = ready - avail and port_wait[k] = start - ready, in ticks; busy = end - start;
     - cost_cycles[k]: the cycles of its formula; flops[k]: 2 K M N for nc_matmul; extra_ticks[k]: what its neighbours added to its
-      busy time, and extra_flags[k] which (COLD_START, OVERHEAD, LOAD_STATIONARY, ISSUE_INTERVAL;
+      busy time, and extra_flags[k] which (COLD_START, OVERHEAD, LOAD_STATIONARY;
       DEPENDENT marks a read of what the previous instruction of its engine wrote);
     - formula(k): its cost in words with the numbers; loc(k): its source place; instruction(k).
     DMA pieces p = 0..pieces-1, those of one dma_copy consecutive (pieces_of(k), piece_ptr):
@@ -310,13 +317,15 @@ class TimingResult:
         if flags & COLD_START:
             parts.append(f"tensor-access start {cfg.access_start_cycles} cycles (its engine was idle)")
         if flags & OVERHEAD:
-            why = "dependent on the previous Vector instruction" if flags & DEPENDENT else "tiny"
-            parts.append(f"static overhead {cfg.vector_dependent_extra_cycles} cycles ({why})")
+            engine = ENGINES[int(self.engine[k])]
+            if flags & DEPENDENT and dependent_overhead(engine, cfg) >= static_overhead(engine, cfg):
+                why = f"dependent overhead {dependent_overhead(engine, cfg)} cycles (dependent on the previous" \
+                      f" {engine.capitalize()} instruction)"
+            else:
+                why = f"static overhead {static_overhead(engine, cfg)} cycles (tiny)"
+            parts.append(f"{why}, not stacked on the formula's fixed part")
         if flags & LOAD_STATIONARY:
             parts.append("the part of its LoadStationary the previous instruction did not hide")
-        if flags & ISSUE_INTERVAL:
-            parts.append(f"lasts the {cfg.scalar_dependent_issue_ns} ns issue interval of dependent tiny"
-                         " Scalar instructions")
         if parts:
             text += f"; + {extra} ticks: " + ", ".join(parts)
         return text
@@ -428,7 +437,7 @@ class _Flat:
     body_q: np.ndarray
 
 
-_BODY_COLUMNS = ("kind", "ticks", "overhead_ticks", "tiny", "start_ticks", "issue_ticks", "load_stationary_ticks",
+_BODY_COLUMNS = ("kind", "ticks", "overhead_ticks", "tiny", "start_ticks", "tiny_ticks", "load_stationary_ticks",
                  "ports")
 
 
@@ -753,7 +762,10 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                 cold = last_end[e] < 0 or t > last_end[e]
                 dep = dependent[k]
                 fl = 16 if dep else 0
-                x = bt[u, 2] if (dep or bt[u, 3] != 0) else 0  # the static overhead (Vector)
+                x = bt[u, 5]  # the static overhead of a tiny instruction (0 if not tiny)
+                if dep:  # the dependent overhead, less the time the previous output had to commit while idle
+                    xd = bt[u, 2] - (t - last_end[e] if last_end[e] >= 0 else 0)
+                    x = max(x, xd)
                 if x > 0:
                     fl |= 2
                 if cold and bt[u, 4] > x:  # the tensor-access start, when nothing hid it
@@ -765,9 +777,6 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                 if lsx > 0:
                     fl |= 4
                 d = bt[u, 1] + x + lsx
-                if dep and bt[u, 3] != 0 and d < bt[u, 5]:  # the Scalar issue interval
-                    d = bt[u, 5]
-                    fl |= 8
                 extra[k] = d - bt[u, 1]
                 flags[k] = fl
                 end[k] = t + d
