@@ -9,6 +9,7 @@ import re
 import tomllib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,3 +105,23 @@ def test_mamba_v1_is_bound_by_dma_engine_0_and_its_row_loads():
     assert busy[0] > 0.9 and max(busy[1:]) < 0.6
     rows = t.piece_bytes == 2048  # the rows of B and C: 2 per (state, channel tile), 16 x 2 groups
     assert rows.sum() == 64 and (t.piece_engine[rows] == 0).all()
+
+
+def test_the_pooling_case_computes_pytorchs_adaptive_average_pool():
+    """tools/calibrate/avgpool.py is the adaptive average pool it claims to be (PyTorch's windows,
+    uneven ones included), on a shape with two tiles of rows and windows cut into 128 x 128 pieces."""
+    _tool()  # puts tools/ on sys.path
+    from calibrate.avgpool import adaptive_avg_pool2d
+
+    from ncsim import nki
+    rng = np.random.default_rng(0)
+    for shape, (oh, ow) in (((2, 128, 13, 10), (6, 4)), ((1, 2, 130, 3), (1, 2))):
+        x = rng.standard_normal(shape).astype(np.float32)
+        got = nki.simulate_kernel(adaptive_avg_pool2d, x, oh, ow)
+        want = np.zeros((*shape[:2], oh, ow))
+        for i in range(oh):
+            for j in range(ow):
+                h0, h1 = i * shape[2] // oh, -(-(i + 1) * shape[2] // oh)
+                w0, w1 = j * shape[3] // ow, -(-(j + 1) * shape[3] // ow)
+                want[:, :, i, j] = x[:, :, h0:h1, w0:w1].astype(np.float64).mean(axis=(2, 3))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -70,14 +70,15 @@ def main(argv: list[str] | None = None) -> int:
     chosen = cases(table, args.only, args.set)
     config = load_config(args.config, args.sets)
     start = time.perf_counter()
-    print(f"{'case':<20} {'set':<8} {'published':>11} {'ncsim':>11} {'ratio':>6}  verdict  instructions")
+    width = max([20, *map(len, chosen)])
+    print(f"{'case':<{width}} {'set':<8} {'published':>11} {'ncsim':>11} {'ratio':>6}  verdict  instructions")
     got: dict[str, float] = {}
     for name, entry in chosen.items():
         sim, count, why = simulate(entry, config)
         got[name] = sim
         pub = float(entry["published_us"])
         ratio = sim / pub
-        print(f"{name:<20} {entry['set']:<8} {_us(pub):>11} {_us(sim):>11} {ratio:6.3f}  "
+        print(f"{name:<{width}} {entry['set']:<8} {_us(pub):>11} {_us(sim):>11} {ratio:6.3f}  "
               f"{verdict(ratio, TOLERANCE[entry['set']]):<7}  {count}", flush=True)
         if args.why:
             print(f"    {why}")
