@@ -104,7 +104,7 @@ def column(value: int | Lanes, n: int) -> np.ndarray:
 @dataclass
 class Gathered:
     """Per instruction g (program order): chunk[g] (int32), lane[g], engine[g] (int8), its stream
-    (`streams`, int32) and its issuing engine's stream (`issuers()`, made for synchronisation and
+    (`streams`, int8 up to 127 streams) and its issuing engine's stream (`issuers()`, made for synchronisation and
     dropped after it). The accesses (`access_rows`) are made when synchronisation needs them and
     dropped after it: they are the largest table of the assembly."""
 
@@ -152,13 +152,13 @@ class Gathered:
                 per_lane.append((c, None))
         ordered = sorted(names)
         sid = {s: k for k, s in enumerate(ordered)}
-        stream = np.empty(self.n, np.int32)
+        stream = np.empty(self.n, np.int8 if len(ordered) <= 127 else np.int32)  # 5 engines + their queues
         for c, queues in per_lane:
             if queues is None:
                 stream[c.positions] = sid[c.instr.engine]
             else:
                 uq, inv = np.unique(queues, return_inverse=True)
-                ids = np.array([sid[f"dma queue {q} from {c.instr.engine}"] for q in uq.tolist()], np.int32)
+                ids = np.array([sid[f"dma queue {q} from {c.instr.engine}"] for q in uq.tolist()], stream.dtype)
                 stream[c.positions] = ids[inv.reshape(-1)]
         return stream, ordered
 
