@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import gc
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -74,10 +73,15 @@ def give_back(n: int) -> None:
     stage frees there: the next stage reuses only the holes its own arrays fit, and the words, served
     fresh, came on top of it. On tools/bench_pipeline.py's 10^6 program the parse left 70 bytes per
     instruction freed but held and synchronisation 70 more; trimmed before synchronisation and before
-    encoding, the assembler's peak fell by them."""
-    if _TRIM is not None and n >= GIVE_BACK_FROM:
-        gc.collect()
-        _TRIM(0)
+    encoding, the assembler's peak fell by them. A process that keeps freed memory for reuse
+    (`ncsim.runtime.heap.keep_freed_memory`, which the `ncsim` command calls) is left as it chose."""
+    if _TRIM is None or n < GIVE_BACK_FROM:
+        return
+    from ncsim.runtime import heap  # the `ncsim` command may have chosen to keep freed memory for speed
+
+    if getattr(heap, "_kept", False):  # (docs/running.md): then the assembler does not undo that
+        return
+    _TRIM(0)  # about 3 ms on that program (a gc.collect first would take 30 and free nothing more)
 
 
 @dataclass

@@ -127,3 +127,24 @@ def test_the_assembled_object_views_the_encoded_words():
         enc.words[0] = 0
     again = read_elf(write_elf(obj), "loops.o")
     assert again.streams == obj.streams and again.streams["vector"] == bytes(view)
+
+
+def test_large_programs_give_freed_heap_memory_back_unless_the_process_keeps_it(monkeypatch):
+    """build.give_back trims glibc's heap (malloc_trim) from GIVE_BACK_FROM instructions on, except in
+    a process that asked to keep freed memory for reuse (ncsim.runtime.heap, the `ncsim` command)."""
+    from ncsim.runtime import heap
+
+    calls = []
+    monkeypatch.setattr(build, "_TRIM", lambda pad: calls.append(pad) or 1)
+    monkeypatch.setattr(heap, "_kept", False)
+    build.give_back(build.GIVE_BACK_FROM - 1)
+    assert calls == []
+    build.give_back(build.GIVE_BACK_FROM)
+    assert calls == [0]
+    monkeypatch.setattr(heap, "_kept", True)
+    build.give_back(10 * build.GIVE_BACK_FROM)
+    assert calls == [0]
+    monkeypatch.setattr(build, "GIVE_BACK_FROM", 1)  # and an assembly calls it: before sync and encoding
+    monkeypatch.setattr(heap, "_kept", False)
+    assemble(LOOPS, "loops.s")
+    assert calls == [0, 0, 0]
