@@ -425,7 +425,7 @@ def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
     for s, sem in synced.sem_of.items():
         sem_by_stream[s] = sem
     ck = gathered.chunk
-    step = BATCH * 16  # instructions or edges per block of the whole-program passes below
+    step = BATCH  # instructions or edges per block of the whole-program passes below
     consumer, producer = synced.consumer, synced.producer
     if len(consumer) > 1 and (consumer[1:] < consumer[:-1]).any():  # the sweep lists them by consumer already
         order = np.argsort(consumer, kind="stable")
@@ -492,7 +492,7 @@ def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
             _place(words, enc, word_start[gs], aw[gs], signs[gs], sizes, hw, w, s)
             del enc
     # Automatic waits, after the instruction's own (the j-th wait of each consumer in the order the
-    # edges were found); its signal after its own signals. Both in blocks of BATCH * 16, so that their
+    # edges were found); its signal after its own signals. Both in blocks of BATCH, so that their
     # index temporaries stay small whatever the program's size.
     for lo in range(0, len(consumer), step):
         cs, ps = consumer[lo:lo + step], producer[lo:lo + step]

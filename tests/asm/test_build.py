@@ -42,8 +42,8 @@ WIDE = """
 
 
 def test_encoding_in_blocks_gives_the_same_object_with_instructions_built_one_by_one(monkeypatch):
-    """The layout, wait counts and signals are worked out in blocks of BATCH * 16 instructions; with
-    BATCH = 3 (blocks of 48) the 144 instructions span three of them, among them tensor_copy lanes
+    """The layout, wait counts and signals are worked out in blocks of BATCH instructions (or edges);
+    with BATCH = 3 the 144 instructions span 48 of them, among them tensor_copy lanes
     that wait on ten queues (two waits more than the encoding holds: built one by one, after two
     sem_waits)."""
     from ncsim.asm.assembler import Assembler
