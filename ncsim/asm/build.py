@@ -250,7 +250,7 @@ class Synced:
     """The waits automatic synchronisation inserted: edge j makes `consumer[j]` wait for `producer[j]`
     (program order), a hazard of `kind[j]` (0 RAW, 1 WAR, 2 WAW) between operands; `sem_of` maps a
     stream id to its semaphore, `rank[g]` is g's place among its stream's producers (from 1). Edge
-    columns are int32 (kind, memory int8), rank int32."""
+    columns are int32 (kind, memory and the operands int8), rank int32."""
 
     producer: np.ndarray
     consumer: np.ndarray
@@ -313,8 +313,9 @@ def synchronise(gathered: Gathered, num_semaphores: int, reserved: set[int]) -> 
         stream, gathered.issuers(), acc.ptr, acc.offset, acc.first, acc.end, acc.shape, acc.write, acc.shape_memory,
         acc.shape_itemsize, acc.shape_ndims, acc.shape_dims)
     # an edge's operands: the rows' places among their instructions' accesses, in their chunks' tables
-    pa = acc.operand[gathered.chunk[producer], prow - acc.ptr[producer]]
-    ca = acc.operand[gathered.chunk[consumer], crow - acc.ptr[consumer]]
+    small = np.int8 if len(acc.operand_names) <= 127 else np.int16  # kept for the report: 1 byte an edge
+    pa = acc.operand[gathered.chunk[producer], prow - acc.ptr[producer]].astype(small)
+    ca = acc.operand[gathered.chunk[consumer], crow - acc.ptr[consumer]].astype(small)
     memory = acc.shape_memory.astype(np.int8)[acc.shape[prow]]
     operand_names = acc.operand_names
     del acc  # the largest table of the assembly: gone before encoding
