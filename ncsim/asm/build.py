@@ -542,8 +542,9 @@ def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
         line[lo:lo + step] = where[ckk, 1]
         col[lo:lo + step] = where[ckk, 2]
     first = np.zeros(len(ENGINES) + 1, np.int64)
-    np.cumsum(np.bincount(engine[gk], minlength=len(ENGINES)) if k_count else np.zeros(len(ENGINES), np.int64),
-              out=first[1:])
+    for lo in range(0, k_count, step):  # (bincount takes int64 indices: a block at a time)
+        first[1:] += np.bincount(engine[gk[lo:lo + step]], minlength=len(ENGINES))
+    np.cumsum(first, out=first)
     words.flags.writeable = False  # the object's streams are views of it (Encoded.stream_view)
     return Encoded(words, word_first, first, file, line, col, gk)
 
