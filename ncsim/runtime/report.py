@@ -29,8 +29,10 @@ Timeline: every instant of the run has an engine busy (C), or else DMA data movi
 transfer waiting out its fixed latency (L): when nothing runs, moves or waits for latency the
 scheduler has nothing left to do, so C + M + L = T.
 
-The verdict, with U(e) = busy(e) / T for the four compute engines, U(dma) = the larger of the DMA
-engines' busy share and the HBM utilisation, and THRESHOLD = 60% ("most of the time"):
+The verdict, with U(e) = busy(e) / T for the four compute engines, U(dma) = the larger of the
+busiest DMA engine's busy share (its pieces' durations / T: a transfer of few partitions keeps few
+engines busy, so their mean can hide one engine busy all the run) and the HBM utilisation, and
+THRESHOLD = 60% ("most of the time"):
 1. Compute-bound, by engine E, if U(E) is the largest of all these and U(E) >= THRESHOLD.
 2. Bandwidth-bound if U(dma) is the largest and U(dma) >= THRESHOLD: "HBM bandwidth" if HBM ran at
    its cap for at least half the time that DMA data moved (the cap slowed the DMA engines down, so
@@ -130,6 +132,7 @@ class Report:
     dma_engines_used: int
     dma_bytes: int
     dma_piece_ticks: int  # the pieces' durations summed (DMA engine time used)
+    dma_engine_ticks: tuple[int, ...]  # the same per DMA engine
     dma_active: int  # ticks during which some piece moved data
     chunk_efficiency: float  # bytes-weighted efficiency of the pieces (1.0 with no DMA)
     hbm_bytes: int  # HBM traffic, reads plus writes
@@ -180,6 +183,16 @@ class Report:
     def dma_busy(self) -> float:
         """The DMA engines' busy share: piece time / (dma_engines x T)."""
         return self.share(self.dma_piece_ticks / self.config.dma_engines)
+
+    @property
+    def dma_busiest(self) -> tuple[int, float]:
+        """The busiest DMA engine (the first of equals) and its busy share: its pieces' time / T. A
+        transfer of few partitions runs on few engines (8 partitions per engine), so one engine can
+        be busy all the run while the DMA engines' mean share is low."""
+        if not self.dma_engine_ticks:
+            return 0, 0.0
+        e = int(np.argmax(self.dma_engine_ticks))
+        return e, self.share(self.dma_engine_ticks[e])
 
     @property
     def hbm_utilisation(self) -> float:
@@ -367,9 +380,11 @@ def _report(r: TimingResult, pool: ThreadPoolExecutor | None) -> Report:
     waited_for = np.empty(r.pieces, np.int32 if r.pieces < 2**31 else np.int64)
     args = (r.piece_ptr, r.piece_instr, r.body, dir_of_body, len(pairs), body_ptr, body_engine, r.piece_start,
             r.piece_end, r.start, dma_latency_ticks(cfg), waited_for)
-    ok, piece_ticks, p_last, moved, b_start, b_end = _by_start(r.piece_ptr[r.first], _EMPTY, *args)
+    busy_on = np.zeros(max(cfg.dma_engines, int(body_engine.max()) + 1 if body_engine.size else 0), np.int64)
+    ok, piece_ticks, p_last, moved, b_start, b_end = _by_start(r.piece_ptr[r.first], _EMPTY, *args, busy_on)
     if not ok:  # the pieces of some stream's dma_copy instructions are not in order of start
-        ok, piece_ticks, p_last, moved, b_start, b_end = _by_start(*_order(r.piece_start), *args)
+        busy_on[:] = 0
+        ok, piece_ticks, p_last, moved, b_start, b_end = _by_start(*_order(r.piece_start), *args, busy_on)
 
     (counts, releaser, sums, k_last), (a_start, a_end) = later.result() if later is not None else per_instruction()
     used = np.flatnonzero(counts)  # the bodies of the run, in order of body
@@ -424,6 +439,7 @@ def _report(r: TimingResult, pool: ThreadPoolExecutor | None) -> Report:
         config=cfg, total=total, engines=tuple(engines), directions=tuple(directions),
         transfers=int(counts[body_dma].sum()) + int(blocks[0] + blocks[2]),
         queues=queues, dma_engines_used=dma_engines_used, dma_bytes=dma_bytes, dma_piece_ticks=int(piece_ticks),
+        dma_engine_ticks=tuple(int(t) for t in busy_on),
         dma_active=dma_active, chunk_efficiency=eff_num / eff_den if eff_den else 1.0, hbm_bytes=hbm_bytes,
         hbm_capped=capped, flops=flops, fp32_matmuls=fp32, computing=computing, moving=both - computing,
         latency=total - both, critical_path=_critical_path(r, releaser, waited_for, k_last, p_last),
@@ -531,7 +547,7 @@ def _next_run(runs, head, order, keys):
 
 @numba.njit(cache=True, nogil=True)
 def _by_start(runs, order, piece_ptr, piece_instr, body, dir_of_body, n_dir, body_ptr, body_engine, piece_start,
-              piece_end, start, latency, waited_for):
+              piece_end, start, latency, waited_for, busy_on):
     """Visit the pieces in order of (start, index), merging `runs` (see _order). Fills waited_for:
     the piece its DMA engine took before each (its predecessor) if the piece started after it was
     ready (its dma_copy's start + latency) and the predecessor ended after that, else -1 (what the
@@ -539,7 +555,8 @@ def _by_start(runs, order, piece_ptr, piece_instr, body, dir_of_body, n_dir, bod
     is False, and the rest undone, if a run is not in order of start after all; the pieces'
     durations summed; the piece that ends last (the first of equals; -1 if none); for each
     direction d < n_dir the length of the union of the intervals of its pieces that moved data, and
-    the union of all of them as disjoint intervals, in order."""
+    the union of all of them as disjoint intervals, in order. Adds each piece's duration to
+    busy_on[its DMA engine] (zeros on entry; the caller zeroes it again before a second visit)."""
     m = piece_start.shape[0]
     ordered = order.shape[0] > 0
     n_runs = runs.shape[0] - 1
@@ -593,6 +610,7 @@ def _by_start(runs, order, piece_ptr, piece_instr, body, dir_of_body, n_dir, bod
             last_on[de] = h
             end_on[de] = e
             ticks += e - s
+            busy_on[de] += e - s
             if e > e_last or (e == e_last and h < p_last):
                 p_last, e_last = h, e
             if e > s:
@@ -797,9 +815,12 @@ def verdict(rep: Report) -> Verdict:
     busy = {e: rep.share(rep.engine(e).busy) for e in COMPUTE}
     top = max(COMPUTE, key=lambda e: busy[e])  # the first of equals: Tensor, Vector, Scalar, GpSimd
     dma, hbm = rep.dma_busy, rep.hbm_utilisation
-    u_dma = max(dma, hbm)
+    busiest, dma_top = rep.dma_busiest
+    u_dma = max(dma_top, hbm)
     hbm_text = f"HBM {pct(hbm)} of {rep.config.hbm_bandwidth / 1e9:g} GB/s"
     dma_text = f"DMA engines busy {pct(dma)}"
+    if pct(dma_top) != pct(dma):
+        dma_text += f" (DMA engine {busiest} {pct(dma_top)})"
     if busy[top] >= THRESHOLD and busy[top] >= u_dma:
         return Verdict("engine", top, f"bound by the {_name(top)} engine: busy {pct(busy[top])} of {T};"
                                       f" {dma_text}, {hbm_text}")
