@@ -18,12 +18,17 @@ is a chunk of one lane. This module never makes a Python object per instruction:
 
 Memory (the words are most of it: 181 bytes per instruction on tools/bench_pipeline.py's program).
 Before synchronisation and before encoding, the heap memory earlier stages freed is handed back to the
-system (`give_back`). Program-order positions are int32. Besides the words, encoding keeps 13 bytes
-per instruction (word starts, wait counts, signal flags) while it fills them and makes the object's
-per-instruction columns (24 bytes) after; what else it needs per instruction is made a block at a
-time. Measured on that program's 10^6 instructions (peak RSS growth of the whole assembly, as the
-benchmark takes it): 301 bytes per instruction before these steps, 271 after (the parsed chunks, 20,
-and what synchronisation leaves for its report, 27, stay live with the words to the end).
+system (`give_back`). Program-order positions are int32, stream ids and the edges' operands int8.
+Besides the words, encoding keeps 13 bytes per instruction (word starts, wait counts, signal flags)
+while it fills them and then makes the object's columns (line tables and origins, 16 bytes); the rest
+it needs per instruction is made a block of BATCH at a time, and the word positions (`Encoded.pos`)
+only when asked. The peak is the end of encoding, where the words, the line tables, the parsed chunks
+(20 bytes per instruction of that program: their positions and operand lanes) and what the sync report
+needs (the edges and ranks, 16, and the instructions' chunks and engines, 5) are live
+together. Measured on that program's 10^6 instructions (peak RSS growth of the whole assembly, as the
+benchmark takes it): 301 bytes per instruction before this was done, 246-248 after (traced: 274 ->
+238). The issue's 200 is out of reach without a more compact encoding of the words (an access
+pattern is a fixed 56-byte field): the object's own words and line tables are 193.
 
 An instruction that would wait on more semaphores than the encoding holds is the one case built one
 at a time (the extra waits go on sem_wait instructions before it, on its engine).
