@@ -572,7 +572,8 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
     same cap and HBM is not the limit by a 1% margin (each gets its cap, as the loop would give),
     and pieces with the same bytes left share one division. On the 10^6 program, whose 411 616
     transfers are all in lockstep, side by side with the loop before (a) and (b): time_program run
-    cold 0.33 -> 0.21 s CPU (scheduler 1.7-2.1x), every TimingResult column the same. Where the
+    cold 0.33 -> 0.21 s CPU (scheduler 1.7-2.1x), tools/bench_pipeline.py's timing phase 0.34-0.38
+    -> 0.21-0.25 s (two runs each), every TimingResult column the same. Where the
     time goes now (perf, by source line): applying semaphore updates 28%, checking waits and
     choosing what starts 27%, starting instructions (and issuing transfers) 10%, idle DMA engines
     taking pieces 12%, pieces ending 7%, sharing HBM 4%, finding the next instant 9%."""
