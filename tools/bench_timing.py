@@ -23,8 +23,8 @@ It prints, side by side, instructions per second of: the scheduler alone (the nu
 the whole of time_program (object -> flat arrays -> schedule -> TimingResult), the race check
 (find_races), the report (report(...)), writing the Perfetto trace (write_trace, to a temporary
 file), and the end-to-end timing-only path (time_program + races + report, what `ncsim run` does
-without --trace), and whether the DMA engines ran in lockstep (timing._lockstep: one simulated for
-all 16). Each is the best of --repeat runs, after one warm-up run of everything on a small
+without --trace), and how many DMA engines the scheduler simulated (timing._lockstep: alike
+engines are simulated as one). Each is the best of --repeat runs, after one warm-up run of everything on a small
 program so that numba's compile (or cache load) is not counted. Host times are given as
 wall-clock and as this process's CPU time (the scheduler's own, from time_program's profile, as
 wall-clock only): on a machine shared with other work the wall-clock varies by tens of percent.
@@ -212,7 +212,7 @@ def main() -> None:
           f" {built:.2f} s; warm-up (compile or cache load) {warm:.2f} s")
     print(f"simulated time {result.total_ns / 1e6:.3f} ms; {races.total} races"
           + (f"; trace {size / 1e6:.0f} MB" if size else "")
-          + ("; DMA engines in lockstep (one simulated for all)" if profile.get("lockstep") else ""))
+          + f"; {profile['dma_engines']:.0f} of {DEFAULT.dma_engines} DMA engines simulated (the others in lockstep)")
     print(f"{'':<42}{'wall s':>8}{'instructions/s':>16}{'CPU s':>8}{'instructions/s':>16}")
     rows = [("scheduler alone (_simulate)", "simulate"), ("read + cost", "read"), ("time_program", "time_program"),
             ("races (find_races)", "races"), ("report (report)", "report"), ("trace (write_trace)", "trace"),

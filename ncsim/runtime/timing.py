@@ -35,11 +35,11 @@ Where the DMA model lives, for a change to it:
   own rate) and sets their ends; step 1 ends pieces and, with a dma_copy's last, the instruction.
   A change to what one piece costs goes in `_flatten` (a table column); to how pieces share the DMA
   engines or HBM, in steps 4 and 5. Only each piece's start and end are written per piece.
-- When every transfer has one alike piece on each DMA engine (`_lockstep`; a tiled kernel's usual
-  case), one DMA engine is simulated for all 16 (`_simulate`'s `mult`): a change that makes the
-  engines' pieces differ (bytes, efficiency, queue) only turns that off, since `_lockstep` compares
-  the piece table's rows; a change to how pieces share HBM must keep step 5 counting each of the
-  `mult` engines one by one, as it does now.
+- Runs of DMA engines whose pieces are alike in every transfer (`_lockstep`; a tiled kernel's 16
+  engines are usually one such class) are simulated as one engine each (`_simulate`'s `mult`): a
+  change that makes the engines' pieces differ (bytes, efficiency, queue) only splits the classes,
+  since `_lockstep` compares the piece table's rows; a change to how pieces share HBM must keep
+  step 5 counting each of the `mult` engines of a class one by one, as it does now.
 
 Errors a program can cause (a deadlock, a semaphore driven out of range, a malformed object, a DMA
 whose sides differ in size) are NcsimError subclasses placed at the instruction's source line.
@@ -374,7 +374,8 @@ def time_program(program: Program | ObjectFile | Mapping[str, Sequence[Instructi
 
     `profile`, if given, receives the host seconds of each step: "read" (decoding an object, if one is
     given, and the costs of the distinct bodies), "simulate" (the scheduler alone) and "total"; and
-    "lockstep": 1.0 if the DMA engines were simulated as one (`_lockstep`), else 0.0.
+    "dma_engines": how many DMA engines the scheduler simulated (fewer than the core has when some
+    are in lockstep, `_lockstep`: 1 when all are).
     """
     t0 = time.perf_counter()
     prog = Program.of(program, file)
@@ -440,6 +441,7 @@ class _Flat:
     body_de_row: np.ndarray  # [body x DMA engines + DMA engine] the body's first row on that DMA engine, or -1
     body_q_ptr: np.ndarray  # per body (CSR into body_q): the DMA queue numbers its pieces use
     body_q: np.ndarray
+    row_offsets: np.ndarray | None = None  # [row] its place among its body's pieces (None: all are rows)
 
 
 _BODY_COLUMNS = ("kind", "ticks", "overhead_ticks", "tiny", "start_ticks", "tiny_ticks", "load_stationary_ticks",
@@ -478,27 +480,45 @@ def _flatten(prog: Program, config: Config) -> _Flat:
     piece_table = np.array(rows, np.int64).reshape(len(rows), 6)
     piece_ptr = np.zeros(len(body) + 1, np.int64)
     np.cumsum(np.diff(body_piece_ptr)[body], out=piece_ptr[1:])
-    # How the scheduler finds a body's pieces by DMA engine and queue.
-    row_next = np.full(len(rows), -1, np.int64)
-    body_de_row = np.full(len(costs) * config.dma_engines, -1, np.int64)
+    row_next, body_de_row = _links(piece_table, body_piece_ptr, config.dma_engines)
     body_q_ptr = np.zeros(len(costs) + 1, np.int64)
     body_q: list[int] = []
     for i in range(len(costs)):
-        last: dict[int, int] = {}
         queues: list[int] = []
         for row in range(int(body_piece_ptr[i]), int(body_piece_ptr[i + 1])):
-            de, q = rows[row][0], rows[row][1]
-            if de in last:
-                row_next[last[de]] = row
-            else:
-                body_de_row[i * config.dma_engines + de] = row
-            last[de] = row
-            if q not in queues:
-                queues.append(q)
+            if rows[row][1] not in queues:
+                queues.append(rows[row][1])
         body_q += queues
         body_q_ptr[i + 1] = len(body_q)
     return _Flat(body, dependent, costs, body_opcode, table, sems, fp, piece_ptr, body_piece_ptr, piece_table,
                  np.array(caps, np.float64), row_next, body_de_row, body_q_ptr, np.array(body_q, np.int64))
+
+
+def _links(piece_table: np.ndarray, body_piece_ptr: np.ndarray, n_dma: int) -> tuple[np.ndarray, np.ndarray]:
+    """How the scheduler finds a body's pieces by DMA engine: row_next[row], the next row of its body
+    on the same DMA engine (-1: none), and body_de_row[body x n_dma + engine], the body's first row
+    on that engine (-1: none)."""
+    engines = piece_table[:, 0].tolist()
+    row_next = np.full(len(engines), -1, np.int64)
+    body_de_row = np.full((len(body_piece_ptr) - 1) * n_dma, -1, np.int64)
+    for i in range(len(body_piece_ptr) - 1):
+        last: dict[int, int] = {}
+        for row in range(int(body_piece_ptr[i]), int(body_piece_ptr[i + 1])):
+            de = engines[row]
+            if de in last:
+                row_next[last[de]] = row
+            else:
+                body_de_row[i * n_dma + de] = row
+            last[de] = row
+    return row_next, body_de_row
+
+
+def _row_offsets(flat: _Flat) -> np.ndarray:
+    """[row] its place among its body's pieces."""
+    if flat.row_offsets is not None:
+        return flat.row_offsets
+    counts = np.diff(flat.body_piece_ptr)
+    return np.arange(len(flat.piece_table), dtype=np.int64) - np.repeat(flat.body_piece_ptr[:-1], counts)
 
 
 # --------------------------------------------------------------------------- the scheduler
@@ -522,7 +542,7 @@ _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 @numba.njit(cache=True, _nrt=False)
 def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop, sval,
               piece_ptr, body_piece_ptr, row_q, row_bytes, piece_cap, piece_hbm, row_next, body_de_row, body_q_ptr,
-              body_q, body_q_des, latency, hbm_cap, hist_ptr, mult,
+              body_q, body_q_des, latency, hbm_cap, hist_ptr, mult, row_off,
               avail, ready, start, end, done, extra, flags, p_start, p_end, e_sig, e_wait, e_sem, h_time, h_rate,
               pc, head, head_ready, head_ports, checked, inflight, eng_end, last_end, last_dur, holder, sems, hist_fill, hist_after, hist_k, mono, completed,
               fifo, fifo_tail, cur, cur_row, cur_h, q_ready, empty, qbits, moving, queued, rr, wake,
@@ -562,13 +582,13 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
     by source line): idle DMA engines taking pieces 27%, sharing HBM 17%, choosing and starting
     instructions 26%, applying semaphore updates 11%, the rest 19%.
 
-    Then, for the DMA engines: (a) `mult`: when they are in lockstep (`_lockstep`: every transfer
-    has one alike piece on each engine, so every engine sees the same queues and moves the same
-    pieces at the same rates), one engine is simulated for `mult` of them: it writes the start and
-    end of each of the dma_copy's `mult` pieces, counts `mult` pieces towards its completion, and
-    step 5 repeats each piece's share `mult` times with the same operations in the same order as
-    the engines one by one (status 3 if they would get different rates: the caller then simulates
-    them one by one); (b) step 5 skips the sort and the fair-share loop when all pieces have the
+    Then, for the DMA engines: (a) `mult`: engines in lockstep (`_lockstep`: a run of engines whose
+    pieces are alike in every transfer sees the same queues and moves the same pieces at the same
+    rates) are simulated as one per class: it writes the start and end of its `mult[de]` pieces
+    (consecutive), counts them all towards the dma_copy's completion, and step 5 repeats its share
+    `mult[de]` times with the same operations in the same order as the engines one by one (status
+    3 if they would get different rates: the caller then simulates them one by one); `row_off`
+    gives each row of the table it is given its place among its body's pieces; (b) step 5 skips the sort and the fair-share loop when all pieces have the
     same cap and HBM is not the limit by a 1% margin (each gets its cap, as the loop would give),
     and pieces with the same bytes left share one division. On the 10^6 program, whose 411 616
     transfers are all in lockstep, side by side with the loop before (a) and (b): time_program run
@@ -603,14 +623,14 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                     bits &= bits - _ONE
                     if a_end[de] != t:
                         continue
-                    for i in range(a_h[de], a_h[de] + mult):
+                    for i in range(a_h[de], a_h[de] + mult[de]):
                         p_end[i] = t
                     moving[w] &= ~(_ONE << np.uint64(de & 63))
                     dma_dirty = True
                     if a_hbm[de] > 0.0:
                         rates_dirty = True
                     k = a_k[de]
-                    done[k] += mult  # minus the pieces still to finish, until the last one
+                    done[k] += mult[de]  # minus the pieces still to finish, until the last one
                     if done[k] == 0:
                         done[k] = t
                         completed[n_completed] = k
@@ -773,7 +793,7 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                             qi = de * n_queues + q
                             cur[qi] = x
                             cur_row[qi] = r
-                            cur_h[qi] = piece_ptr[k] + r - body_piece_ptr[u]
+                            cur_h[qi] = piece_ptr[k] + row_off[r]
                             q_ready[qi] = t + latency
                             qbits[de] |= _ONE << np.uint64(q)
                             queued[w] |= _ONE << np.uint64(de & 63)
@@ -854,7 +874,7 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                             r = row_next[r]
                         if r >= 0:
                             cur_row[qi] = r  # the same dma_copy: the same q_ready
-                            cur_h[qi] = h + r - row
+                            cur_h[qi] = h + row_off[r] - row_off[row]
                         else:
                             while True:
                                 x += 1
@@ -869,7 +889,7 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                             if r >= 0:
                                 cur[qi] = x
                                 cur_row[qi] = r
-                                cur_h[qi] = piece_ptr[kx] + r - body_piece_ptr[body[kx]]
+                                cur_h[qi] = piece_ptr[kx] + row_off[r]
                                 q_ready[qi] = start[kx] + latency
                             else:
                                 qbits[de] &= ~(_ONE << np.uint64(q))
@@ -880,7 +900,7 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                         a_h[de] = h
                         a_cap[de] = piece_cap[row]
                         moving[dw] |= _ONE << np.uint64(de & 63)
-                        for i in range(h, h + mult):
+                        for i in range(h, h + mult[de]):
                             p_start[i] = t
                         a_rem[de] = row_bytes[row]
                         a_upd[de] = t
@@ -915,7 +935,7 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                             a_upd[de] = t
                         order[cnt] = de
                         cnt += 1
-                        weight += a_hbm[de] * mult
+                        weight += a_hbm[de] * mult[de]
                         if a_cap[de] != cap0:
                             if cnt == 1:
                                 cap0 = a_cap[de]
@@ -932,7 +952,7 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                 for i in range(cnt):
                     de = order[i]
                     a_rate[de] = cap0
-                    for c in range(mult):
+                    for c in range(mult[de]):
                         used += cap0 * a_hbm[de]
                     if a_rem[de] != last_rem:
                         last_rem = a_rem[de]
@@ -949,13 +969,13 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                 budget = hbm_cap
                 weight = 0.0
                 for i in range(cnt):
-                    for c in range(mult):
+                    for c in range(mult[order[i]]):
                         weight += a_hbm[order[i]]
                 level = -1.0
                 for i in range(cnt):
                     de = order[i]
                     cap = a_cap[de]
-                    for c in range(mult):  # (mult: the DMA engines this one stands for, in lockstep)
+                    for c in range(mult[de]):  # (mult: the DMA engines this one stands for, in lockstep)
                         if level < 0.0 and cap * weight <= budget:
                             rate = cap
                             budget -= cap * a_hbm[de]
@@ -1024,7 +1044,7 @@ def _schedule(prog: Program, flat: _Flat, config: Config, profile: dict[str, flo
     counts = np.zeros(2, np.int64)
     t0 = time.perf_counter()
 
-    def run(f: _Flat, n_dma: int, mult: int) -> tuple[_State, int, int, int]:
+    def run(f: _Flat, n_dma: int, mult: np.ndarray) -> tuple[_State, int, int, int]:
         table = f.piece_table
         state = _State.of(prog.first, f, hist_ptr, n_dma, n_queues)
         status, info, t = _simulate(
@@ -1032,21 +1052,22 @@ def _schedule(prog: Program, flat: _Flat, config: Config, profile: dict[str, flo
             f.piece_ptr, f.body_piece_ptr, table[:, 1].copy(), table[:, 2].astype(np.float64),
             f.piece_cap, table[:, 3] / np.maximum(table[:, 2], 1), f.row_next, f.body_de_row,
             f.body_q_ptr, f.body_q, _des_of(f, n_dma), dma_latency_ticks(config),
-            config.hbm_bandwidth / config.tick_hz, hist_ptr, mult,
+            config.hbm_bandwidth / config.tick_hz, hist_ptr, mult, _row_offsets(f),
             avail, ready, start, end, done, extra, flags, p_start, p_end, e_sig, e_wait, e_sem, h_time, h_rate,
             *state, counts)
         return state, status, info, t
 
-    one = _lockstep(flat, n_dma) if _LOCKSTEP else None
+    classes = _lockstep(flat, n_dma) if _LOCKSTEP else None
     status = 3
-    if one is not None:
-        state, status, info, t = run(one, 1, n_dma)
-    lockstep = status != 3
-    if not lockstep:  # not in lockstep, or the engines would have parted: each DMA engine on its own
-        state, status, info, t = run(flat, n_dma, 1)
+    if classes is not None:
+        one, mult = classes
+        state, status, info, t = run(one, len(mult), mult)
+    simulated = len(classes[1]) if status != 3 else n_dma
+    if status == 3:  # no engines alike, or alike ones would have parted: each DMA engine on its own
+        state, status, info, t = run(flat, n_dma, np.ones(n_dma, np.int64))
     if profile is not None:
         profile["simulate"] = time.perf_counter() - t0
-        profile["lockstep"] = float(lockstep)
+        profile["dma_engines"] = float(simulated)
     pc, sems = state.pc, state.sems
     if status == 2:
         k = int(np.searchsorted(sptr, info, side="right") - 1)
@@ -1076,40 +1097,55 @@ def _schedule(prog: Program, flat: _Flat, config: Config, profile: dict[str, flo
 _LOCKSTEP = True  # tests turn it off to compare with every DMA engine simulated on its own
 
 
-def _lockstep(flat: _Flat, n_dma: int) -> _Flat | None:
-    """The DMA engines in lockstep: when every dma_copy of the program has exactly one piece on each
-    DMA engine (or none at all), and its pieces are alike (queue, bytes, HBM bytes, src, dst and
-    efficiency), every DMA engine sees the same queues and moves the same pieces, so all of them are
-    in the same state at every instant: their pieces start together and end together. Then one DMA
-    engine is simulated in place of all (`_simulate`'s `mult`), which writes the start and end of
-    each of the dma_copy's pieces and counts them all in HBM's sharing, in the order and with the
-    arithmetic of the engines one by one (the results are the same to the bit). None if the program
-    is not so; `_simulate` gives up (status 3) if the engines would come to move at different rates
-    (at the edge of HBM's cap, where rounding could give the first engines their cap and the others
-    the fair level), and they are then simulated one by one.
+def _lockstep(flat: _Flat, n_dma: int) -> tuple[_Flat, np.ndarray] | None:
+    """DMA engines in lockstep: engines de and de + 1 are alike when, in every transfer, each piece
+    on de is followed in the piece table by a piece on de + 1 with the same queue, bytes, HBM bytes,
+    src, dst and efficiency (and each piece on de + 1 follows one on de so). Alike engines see the
+    same queues and move the same pieces: they are in the same state at every instant, their pieces
+    start together and end together. A run of alike engines (a class) is then simulated as one
+    engine, its first (`_simulate`'s `mult`: the class's size), which writes the start and end of
+    each of its `mult` pieces (consecutive rows) and counts them all in HBM's sharing, in the order
+    and with the arithmetic of the engines one by one (classes are runs of consecutive engines, so
+    the order by cap, then engine, is kept): the results are the same to the bit. Returns the piece
+    table of the first engine of each class (its rows numbered by class) and the class sizes; None
+    if every engine is its own class. `_simulate` gives up (status 3) if the engines of a class
+    would come to move at different rates (at the edge of HBM's cap, where rounding can give the
+    first engines their cap and the others the fair level), and they are then simulated one by one.
 
-    This is what a tiled kernel usually is (tools/bench_pipeline.py's 10^6 program: 411 616
-    transfers of 16 alike pieces); it spares the scheduler 15 of every 16 pieces' work."""
-    counts = np.diff(flat.body_piece_ptr)
-    if n_dma < 2 or not counts.any() or not ((counts == 0) | (counts == n_dma)).all():
-        return None
+    A tiled kernel is usually one class of 16 (tools/bench_pipeline.py's 10^6 program: 411 616
+    transfers of 16 alike pieces, 15 of every 16 pieces' work spared); a few narrow transfers (a
+    bias row on one engine) split it into a few classes."""
     table, cap = flat.piece_table, flat.piece_cap
-    engines = np.sort(table[:, 0].reshape(-1, n_dma), axis=1)
-    if not (engines == np.arange(n_dma)).all():
+    rows = len(table)
+    if n_dma < 2 or rows == 0:
         return None
-    first = table[::n_dma]
-    if not (table[:, 1:].reshape(-1, n_dma, 5) == first[:, None, 1:]).all():
+    counts = np.diff(flat.body_piece_ptr)
+    row_body = np.repeat(np.arange(len(counts)), counts)
+    eng = table[:, 0]
+    twin = np.zeros(rows, np.bool_)  # row r's piece is followed by its twin on the next engine
+    twin[:-1] = ((eng[1:] == eng[:-1] + 1) & (row_body[1:] == row_body[:-1])
+                 & (table[1:, 1:] == table[:-1, 1:]).all(axis=1) & (cap[1:] == cap[:-1]))
+    apart = np.zeros(n_dma + 1, np.bool_)  # apart[de]: engines de and de + 1 are not alike
+    apart[eng[~twin]] = True  # a piece on de with no twin on de + 1
+    led = np.zeros(rows, np.bool_)
+    led[1:] = twin[:-1]
+    apart[eng[~led & (eng > 0)] - 1] = True  # a piece on de + 1 that follows no twin on de
+    first = np.flatnonzero(np.concatenate(([True], apart[:n_dma - 1])))  # each class's first engine
+    if len(first) == n_dma:
         return None
-    if not (cap.reshape(-1, n_dma) == cap[::n_dma, None]).all():
-        return None
-    has = counts > 0
+    mult = np.diff(np.append(first, n_dma)).astype(np.int64)
+    cls = np.repeat(np.arange(len(first)), mult)  # engine -> class
+    keep = np.zeros(n_dma, np.bool_)
+    keep[first] = True
+    kept = np.flatnonzero(keep[eng])
+    one = table[kept].copy()
+    one[:, 0] = cls[eng[kept]]
     body_piece_ptr = np.zeros(len(counts) + 1, np.int64)
-    np.cumsum(has, out=body_piece_ptr[1:])
-    one = first.copy()
-    one[:, 0] = 0
-    return replace(flat, body_piece_ptr=body_piece_ptr, piece_table=one, piece_cap=cap[::n_dma].copy(),
-                   row_next=np.full(len(one), -1, np.int64),
-                   body_de_row=np.where(has, body_piece_ptr[:-1], -1).astype(np.int64))
+    np.cumsum(np.bincount(row_body[kept], minlength=len(counts)), out=body_piece_ptr[1:])
+    row_next, body_de_row = _links(one, body_piece_ptr, len(first))
+    offsets = kept - flat.body_piece_ptr[row_body[kept]]  # each kept row's place among its body's rows
+    return replace(flat, body_piece_ptr=body_piece_ptr, piece_table=one, piece_cap=cap[kept].copy(),
+                   row_next=row_next, body_de_row=body_de_row, row_offsets=offsets), mult
 
 
 def _bits(members: Iterable[int], n_dma: int) -> np.ndarray:

@@ -1,5 +1,5 @@
-"""The DMA engines in lockstep (timing._lockstep): when every transfer has one alike piece on each DMA
-engine, one engine is simulated for all; the result must be the one of the engines one by one, to
+"""The DMA engines in lockstep (timing._lockstep): runs of engines whose pieces are alike in every
+transfer are simulated as one engine each; the result must be the one of the engines one by one, to
 the bit."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from ncsim.config import Config
 from ncsim.runtime import timing
 from ncsim.runtime.timing import ENGINES, time_program
 from tests.engines.harness import Layout, make
-from tests.runtime.test_timing import check_schedule, with_sync
+from tests.runtime.test_timing import check_schedule, dma_program, random_program, with_sync
 
 CFG = Config()
 FAST = dataclasses.replace(CFG, dma_engine_bandwidth=CFG.dma_engine_bandwidth * 4)  # HBM is the limit
@@ -27,7 +27,7 @@ def timed(streams, config: Config, lockstep: bool, monkeypatch) -> tuple[timing.
     monkeypatch.setattr(timing, "_LOCKSTEP", lockstep)
     profile: dict[str, float] = {}
     r = time_program(streams, config, profile=profile)
-    return r, profile["lockstep"]
+    return r, profile["dma_engines"]
 
 
 def assert_same(a: timing.TimingResult, b: timing.TimingResult) -> None:
@@ -71,19 +71,32 @@ def test_dma_engines_in_lockstep_time_as_one_by_one(streams, config):
         one, used = timed(streams, config, True, mp)
         each, _ = timed(streams, config, False, mp)
     if one.pieces:
-        assert used == 1.0
+        assert used == 1.0  # every transfer has one alike piece on each engine: one class
     assert_same(one, each)
     check_schedule(one) if config is CFG else None
 
 
-def test_a_transfer_on_some_dma_engines_is_not_lockstep(monkeypatch):
+def test_a_transfer_on_some_dma_engines_splits_them_into_classes(monkeypatch):
     lay = Layout()
     full = make("dma_copy", "sync", dst=lay.tile("f32", 128, 512), src=lay.hbm("f32", 128, 512), queue=0)
-    part = make("dma_copy", "sync", dst=lay.tile("f32", 16, 512), src=lay.hbm("f32", 16, 512), queue=0)
+    part = make("dma_copy", "sync", dst=lay.tile("f32", 16, 512), src=lay.hbm("f32", 16, 512), queue=1)
     assert timed({"sync": [full, full]}, CFG, True, monkeypatch)[1] == 1.0
-    r, used = timed({"sync": [full, part, full]}, CFG, True, monkeypatch)
-    assert used == 0.0
+    assert len(set(timed({"sync": [part]}, CFG, True, monkeypatch)[0].piece_engine)) == 2  # engines 0 and 1
+    r, simulated = timed({"sync": [full, part, full]}, CFG, True, monkeypatch)
+    assert simulated == 2.0  # engines 0-1 (alike in both transfers), engines 2-15
     assert_same(r, timed({"sync": [full, part, full]}, CFG, False, monkeypatch)[0])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data(), st.sampled_from((CFG, FAST)))
+def test_classes_of_dma_engines_time_as_one_by_one(data, config):
+    """Random programs with transfers of few partitions (some engines only) and compute work."""
+    streams = data.draw(dma_program()) if data.draw(st.booleans()) else random_program(data.draw)
+    with pytest.MonkeyPatch.context() as mp:
+        one, _ = timed(streams, config, True, mp)
+        each, simulated = timed(streams, config, False, mp)
+    assert simulated == config.dma_engines
+    assert_same(one, each)
 
 
 def test_engines_that_would_move_at_different_rates_are_timed_one_by_one(monkeypatch):
@@ -95,6 +108,6 @@ def test_engines_that_would_move_at_different_rates_are_timed_one_by_one(monkeyp
     streams = {"sync": [make("dma_copy", "sync", dst=lay.tile("f32", 128, 512), src=lay.hbm("f32", 128, 512),
                              queue=q % 2) for q in range(6)]}
     one, used = timed(streams, config, True, monkeypatch)
-    assert used == 0.0
+    assert used == CFG.dma_engines
     assert_same(one, timed(streams, config, False, monkeypatch)[0])
     assert timed(streams, CFG, True, monkeypatch)[1] == 1.0  # at the usual bandwidth it is lockstep
