@@ -63,6 +63,11 @@ ru_maxrss is used instead, which only shows a phase that goes above every earlie
 says which. Each size runs in a fresh subprocess so that one size's peak cannot hide another's; the
 child's RSS before its first phase is printed too.
 
+Huge pages: as the `ncsim` command does (ncsim.runtime.heap.keep_freed_memory), numpy gives no
+huge-page advice for its large arrays in the measuring process (where the kernel compacts memory to
+find huge pages, first touching an array can cost more than filling it); --huge-pages keeps numpy's
+default, to compare. glibc's malloc is left as it is (the memory measurement trims it per phase).
+
 Warm-up: before measuring, each process runs every phase once on a one-block program (832
 instructions), so numba's compilation (or the load of its cache) and first imports are not counted;
 its time is printed apart.
@@ -348,8 +353,16 @@ def run_pipeline(text: str, tmp: Path, skip: set[str], values_max: int,
     return state.get("count", 0), rows, notes
 
 
-def measure_size(target: int, skip: set[str], values_max: int) -> dict[str, Any]:
+def measure_size(target: int, skip: set[str], values_max: int, huge_pages: bool = False) -> dict[str, Any]:
     blocks = blocks_for(target)
+    if not huge_pages:
+        from ncsim.runtime.heap import _huge_pages_switch
+
+        switch = _huge_pages_switch()
+        if switch is not None:
+            switch(False)
+        else:
+            huge_pages = True  # this numpy has no switch: its advice stays
     with tempfile.TemporaryDirectory(prefix="bench_pipeline_") as tmp_name:
         tmp = Path(tmp_name)
         t0 = time.perf_counter()
@@ -365,7 +378,8 @@ def measure_size(target: int, skip: set[str], values_max: int) -> dict[str, Any]
         count, rows, notes = run_pipeline(text, tmp, skip, values_max, memory)
     return {"target": target, "blocks": blocks, "count": count, "rows": rows, "notes": notes,
             "warmup_seconds": warm, "warmup_failed": failed, "generated_seconds": generated,
-            "text_bytes": len(text), "rss_before": rss_before, "memory_method": memory.method}
+            "text_bytes": len(text), "rss_before": rss_before, "memory_method": memory.method,
+            "huge_pages": huge_pages}
 
 
 # --------------------------------------------------------------------------- printing
@@ -409,7 +423,8 @@ def print_size(m: dict[str, Any]) -> None:
     print(f"   warm-up (every phase once on {PROLOGUE + BLOCK} instructions: numba compile or cache load,"
           f" imports) {m['warmup_seconds']:.2f} s, not counted"
           + (f"; FAILED in warm-up: {m['warmup_failed']}" if m["warmup_failed"] else ""))
-    print(f"   memory: {m['memory_method']}; RSS before the first phase {_mib(m['rss_before'])} MiB")
+    print(f"   memory: {m['memory_method']}; RSS before the first phase {_mib(m['rss_before'])} MiB;"
+          f" numpy's huge-page advice {'on (--huge-pages)' if m.get('huge_pages') else 'off, as in the ncsim command'}")
     print(f"   {'phase':<18}{'host s':>9}{'instr/s':>14}{'peak MiB':>10}{'B/instr':>9}"
           "   target (issue), reference only")
     rows = dict(m["rows"])
@@ -512,12 +527,14 @@ def main() -> None:
                         help=f"a phase not to run (repeatable or comma-separated): {', '.join(SKIPPABLE)}")
     parser.add_argument("--values-max", type=parse_size, default=20_000,
                         help="run the values phase only up to this many instructions (default 20000)")
+    parser.add_argument("--huge-pages", action="store_true",
+                        help="keep numpy's huge-page advice (the ncsim command turns it off; see the docstring)")
     parser.add_argument("--json", help=argparse.SUPPRESS)  # the child writes its measurements here
     args = parser.parse_args()
     skip = {p for group in args.skip for p in group}
 
     if args.size is not None:
-        m = measure_size(args.size, skip, args.values_max)
+        m = measure_size(args.size, skip, args.values_max, args.huge_pages)
         print_size(m)
         if args.json:
             Path(args.json).write_text(json.dumps(m))
@@ -535,6 +552,8 @@ def main() -> None:
                    "--values-max", str(args.values_max)]
             for p in sorted(skip):
                 cmd += ["--skip", p]
+            if args.huge_pages:
+                cmd.append("--huge-pages")
             proc = subprocess.run(cmd, check=False)
             if proc.returncode != 0 or not out.exists():
                 print(f"== size {size_name(n)}: the subprocess failed (exit status {proc.returncode})\n", flush=True)

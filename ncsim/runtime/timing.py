@@ -49,8 +49,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import NamedTuple
@@ -75,6 +74,7 @@ from ncsim.engines.cost import (
 )
 from ncsim.errors import DeadlockError, NcsimError, SimError, SourceLoc, Waiting, unmet_wait
 from ncsim.program import ACCESS_READ, ACCESS_WRITE, Program  # noqa: F401 - ACCESS_*: re-exported
+from ncsim.runtime.heap import small_pages
 
 ENGINES = isa.ENGINES  # the order of the streams, and of ties between engines at one instant
 SEM_MAX = 2**32 - 1
@@ -88,29 +88,6 @@ LOAD_STATIONARY = 4  # nc_matmul: the part of its LoadStationary the previous in
 DEPENDENT = 16  # it reads bytes the previous data-path instruction of its engine wrote
 
 # ACCESS_READ, ACCESS_WRITE: bits of TimingResult.fp_access (ncsim.program's)
-
-
-# numpy asks the kernel for transparent huge pages for every array of 4 MiB or more
-# (madvise(MADV_HUGEPAGE)); where the kernel then compacts memory synchronously to find them
-# (/sys/kernel/mm/transparent_hugepage/defrag = madvise, this machine's setting), first touching
-# such an array can cost more than filling it. time_program on tools/bench_pipeline.py's 10^6
-# program, run cold in a fresh process: 0.27 to 0.70 s with the advice (0.27 when free huge pages
-# were at hand, 0.67-0.70 when the kernel compacted first, which was the usual case here), 0.32 to
-# 0.34 s without. Steady beats a gamble that mostly loses.
-_set_huge_pages = getattr(getattr(getattr(np, "_core", None), "multiarray", None), "_set_madvise_hugepage", None)
-
-
-@contextmanager
-def small_pages() -> Iterator[None]:
-    """Arrays allocated inside come without numpy's huge-page advice (see above)."""
-    if _set_huge_pages is None:
-        yield
-        return
-    before = _set_huge_pages(False)
-    try:
-        yield
-    finally:
-        _set_huge_pages(before)
 
 
 # --------------------------------------------------------------------------- the result

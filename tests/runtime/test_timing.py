@@ -677,8 +677,10 @@ def test_transfers_on_some_dma_engines_keep_every_rule(streams):
 
 def test_time_program_allocates_without_numpy_huge_page_advice(monkeypatch):
     """numpy advises huge pages for large arrays; the kernel's synchronous compaction made the first
-    touch of time_program's arrays cost twice the work (see timing.small_pages)."""
-    real = timing._set_huge_pages
+    touch of time_program's arrays cost twice the work (see ncsim.runtime.heap.small_pages)."""
+    from ncsim.runtime import heap
+
+    real = heap._huge_pages_switch()
     if real is None:
         pytest.skip("this numpy has no switch for its huge-page advice")
     calls = []
@@ -687,7 +689,7 @@ def test_time_program_allocates_without_numpy_huge_page_advice(monkeypatch):
         calls.append(on)
         return real(on)
 
-    monkeypatch.setattr(timing, "_set_huge_pages", switch)
+    monkeypatch.setattr(heap, "_huge_pages_switch", lambda: switch)
     before = real(True)
     try:
         lay = Layout()
