@@ -33,7 +33,8 @@ instructions, each DMA stream's transfers) plus, for each node, a few predecesso
 transfer's issue; a wait's releaser and the updates it acquires, which are found by searching each
 (semaphore, chain)'s updates (a chain's knowledge only grows, so the last update acquired stands for
 all the earlier ones of its chain). Vector clocks (one column per stream that accesses memory) are
-computed in one numba pass that walks the chains depth-first, each node once (`_clocks`). Then, for
+computed in one numba pass that walks the engines' chains depth-first, each node once (`_clocks`; a
+transfer's clock is its issue's plus its stream's column, so the DMA streams are not walked). Then, for
 each ordered pair of streams (s, t), the accesses of t that are unordered with an access b of s and
 come before it in time form a window of t's program order whose two ends only move forward as b
 advances. Footprints that cannot conflict with any of the other stream's (their spans meet none of a
@@ -317,15 +318,15 @@ class _Graph:
         self.d_ptr = np.searchsorted(k_col[d_order], np.arange(self.n_cols + 1)).astype(np.int64)
 
     def clocks(self) -> np.ndarray:
-        """clock[v, c] for every node v (instruction k, or n + i for the transfer of the i-th
-        dma_copy): the last instruction of column c's stream known complete once v is complete, -1 if
+        """clock[k, c] for every instruction k (for a dma_copy: its transfer's clock; the issue's own
+        is needed by nothing else): the last instruction of column c's stream known complete once v is complete, -1 if
         none; for the columns other than v's own, what was known when v began (see _clocks)."""
         r = self.r
         tmax = int(r.total_ticks) + 1
         if tmax >= 1 << 54:
             raise SimError(f"the run is too long ({r.total_ticks} ticks) to check for races")
         n_sems = 1 + max(int(r.signal_sem.max(initial=0)), int(r.edge_sem.max(initial=0)))
-        n_nodes = self.n + len(self.dma_k)
+        n_nodes = self.n
         clock, ok = _clocks(r.first, self.dma_i, self.dma_k, self.d_stream, self.d_spos, self.s_ptr, r.fp_ptr,
                             self.col_of_stream, self.n_cols, r.start, r.end, r.done, r.ready, r.signal_ptr,
                             r.signal_sem, r.edge_signal, r.edge_wait, r.edge_sem, n_sems,
@@ -416,11 +417,10 @@ def _accesses(first, fp_ptr, dma_i, dma_k, d_stream, n_streams, start, piece_ptr
     """(d_active, col_of_stream, acc_ptr, acc_k, acc_node, acc_key). An instruction's accesses begin at
     its start; a dma_copy's at its transfer's earliest piece start (d_active[i] for the i-th
     dma_copy; its start if it has no pieces). The accesses (instructions with footprint rows) by
-    column (the streams that have any, in stream order), in program order: acc_k, acc_node (k, or
-    n + i for the transfer of the i-th dma_copy) and acc_key (when they begin, made monotone along
+    column (the streams that have any, in stream order), in program order: acc_k, acc_node (the
+    clock row, k: a dma_copy's row holds its transfer's clock) and acc_key (when they begin, made monotone along
     the column). The arrays are the caller's (see _big), cut to their lengths."""
     n_eng = first.shape[0] - 1
-    n = first[n_eng]
     nd = dma_k.shape[0]
     for i in range(nd):
         k = dma_k[i]
@@ -459,7 +459,7 @@ def _accesses(first, fp_ptr, dma_i, dma_k, d_stream, n_streams, start, piece_ptr
                 at = fill[c]
                 fill[c] += 1
                 acc_k[at] = k
-                acc_node[at] = k if i < 0 else n + i
+                acc_node[at] = k
                 acc_key[at] = a if at == acc_ptr[c] else max(a, acc_key[at - 1])
     return d_active[:nd], col_of_stream, acc_ptr, acc_k[:m], acc_node[:m], acc_key[:m]
 
@@ -561,7 +561,7 @@ def _clocks(first, dma_i, dma_k, d_stream, d_spos, s_ptr, fp_ptr, col_of_stream,
             w_sig, w_sem):
     """Vector clocks over the happens-before relation of the module docstring: clock[v, c] is the last
     instruction of column c's stream known complete once node v is complete (nodes: k for instruction
-    k, for a dma_copy its issue; n + i for the transfer of the i-th dma_copy), -1 if none. For another
+    k; for a dma_copy, the row of k holds its transfer's clock, see _walk), -1 if none. For another
     column than v's own that is also what was known when v began, all that the sweep reads. Returns
     (clock, False if the relation has a cycle).
 
@@ -580,12 +580,7 @@ def _clocks(first, dma_i, dma_k, d_stream, d_spos, s_ptr, fp_ptr, col_of_stream,
     come zeroed."""
     n_eng = first.shape[0] - 1
     n = first[n_eng]
-    nd = dma_k.shape[0]
     n_ch = n_eng + s_ptr.shape[0] - 1
-    # chain -> its nodes: an engine's are first[e]..first[e+1]-1; a DMA stream's are listed.
-    s_list = np.empty(nd, np.int32)
-    for i in range(nd):
-        s_list[s_ptr[d_stream[i]] + d_spos[i]] = i
     # Semaphore updates by (semaphore, chain), each list in chain order: the node, its key's suffix minimum.
     g_ptr = np.zeros(n_sems * n_ch + 1, np.int64)
     for e in range(n_eng):
@@ -604,7 +599,7 @@ def _clocks(first, dma_i, dma_k, d_stream, d_spos, s_ptr, fp_ptr, col_of_stream,
                 continue
             i = dma_i[k]
             ch = e if i < 0 else n_eng + d_stream[i]
-            node = k if i < 0 else n + i
+            node = k
             late = 0 if (i >= 0 or end[k] > start[k]) else 1
             for j in range(signal_ptr[k], signal_ptr[k + 1]):
                 g = signal_sem[j] * n_ch + ch
@@ -634,46 +629,50 @@ def _clocks(first, dma_i, dma_k, d_stream, d_spos, s_ptr, fp_ptr, col_of_stream,
         x = w_ptr[edge_wait[e]]
         w_ptr[edge_wait[e]] += 1
         ks = edge_signal[e]
-        w_sig[x] = ks if dma_i[ks] < 0 else n + dma_i[ks]
+        w_sig[x] = ks
         w_sem[x] = edge_sem[e]
     for k in range(n, 0, -1):
         w_ptr[k] = w_ptr[k - 1]
     w_ptr[0] = 0
 
-    cur = np.full((n_ch, n_cols), -1, np.int32)  # what completing each chain's last processed node made known
-    head = np.empty(n_ch, np.int64)
-    stop = np.empty(n_ch, np.int64)
-    for ch in range(n_ch):
-        head[ch] = first[ch] if ch < n_eng else 0
-        stop[ch] = first[ch + 1] if ch < n_eng else s_ptr[ch - n_eng + 1] - s_ptr[ch - n_eng]
-    on_stack = np.zeros(n_ch, np.bool_)
-    st_ch = np.empty(n_ch + 1, np.int64)
-    st_to = np.empty(n_ch + 1, np.int64)
+    # The walk's chains are the engines' only: a transfer's clock is its issue's (see _walk).
+    cur = np.full((n_eng, n_cols), -1, np.int32)  # what completing each engine's last processed node made known
+    head = first[:n_eng].astype(np.int64)
+    stop = first[1:].astype(np.int64)
+    on_stack = np.zeros(n_eng, np.bool_)
+    st_ch = np.empty(n_eng + 1, np.int64)
+    st_to = np.empty(n_eng + 1, np.int64)
     # A node's predecessors of other chains; where each waiting chain last found the acquired update of
     # each (semaphore, chain): the bounds of one waiting chain mostly grow, so the next search gallops
     # from there.
     # A chain's head's predecessors are kept while the chain waits for them.
-    pred = np.empty((n_ch, most * (n_ch + 1) + 1), np.int64)
-    pend = np.full(n_ch, -1, np.int64)  # how many, -1 if not found yet
+    pred = np.empty((n_eng, most * (n_ch + 1) + 1), np.int64)
+    pend = np.full(n_eng, -1, np.int64)  # how many, -1 if not found yet
     hint = np.full(n_eng * n_sems * n_ch, -1, np.int64)  # only engine instructions wait
-    ok = _walk(first, dma_i, dma_k, d_stream, d_spos, s_ptr, s_list, fp_ptr, col_of_stream, ready, n_sems, g_ptr,
-               g_node, g_key, sg_ptr, sg, w_ptr, w_sig, w_sem, clock, complete, cur, head, stop, on_stack, st_ch,
-               st_to, pred, pend, hint)
+    last = np.full(n_ch, -1, np.int32)
+    ok = _walk(first, dma_i, d_stream, fp_ptr, col_of_stream, ready, n_sems, n_ch, g_ptr, g_node, g_key, sg_ptr, sg,
+               w_ptr, w_sig, w_sem, clock, complete, cur, head, stop, on_stack, st_ch, st_to, pred, pend, hint, last)
     return clock, ok
 
 
 @numba.njit(cache=True, _nrt=False, nogil=True)
-def _walk(first, dma_i, dma_k, d_stream, d_spos, s_ptr, s_list, fp_ptr, col_of_stream, ready, n_sems, g_ptr, g_node,
-          g_key, sg_ptr, sg, w_ptr, w_sig, w_sem, clock, complete, cur, head, stop, on_stack, st_ch, st_to, pred, pend,
-          hint):
-    """_clocks' walk over the chains (False if it meets a cycle), with every array it needs given: it
-    allocates nothing and is compiled without numba's reference counting (_nrt=False; with it, the
-    atomic increments and decrements of the arrays it passes around took about a third of the walk)."""
+def _walk(first, dma_i, d_stream, fp_ptr, col_of_stream, ready, n_sems, n_ch, g_ptr, g_node, g_key, sg_ptr, sg, w_ptr,
+          w_sig, w_sem, clock, complete, cur, head, stop, on_stack, st_ch, st_to, pred, pend, hint, last):
+    """_clocks' walk over the engines' chains (False if it meets a cycle), with every array it needs
+    given: it allocates nothing and is compiled without numba's reference counting (_nrt=False; with
+    it, the atomic increments and decrements of the arrays it passes around took about a third of
+    the walk).
+
+    A DMA stream's transfers are not walked: a transfer's only predecessors are its issue and the
+    stream's previous transfer, whose issue came earlier on the same engine (a stream has one
+    issuing engine), so what the previous transfer made known the issue knows already, except the
+    stream's own column. The transfer's clock is thus its issue's plus its stream's column (its
+    own k, or the stream's last access before it), written in the dma_copy's row k, which the issue
+    itself needs for nothing else (its accesses are the transfer's). `last[ch]` is each DMA stream's
+    last access so far."""
     n_eng = first.shape[0] - 1
-    n = first[n_eng]
-    n_ch = head.shape[0]
     n_cols = clock.shape[1]
-    for c0 in range(n_ch):
+    for c0 in range(n_eng):
         st_ch[0] = c0
         st_to[0] = stop[c0]
         on_stack[c0] = True
@@ -684,18 +683,9 @@ def _walk(first, dma_i, dma_k, d_stream, d_spos, s_ptr, s_list, fp_ptr, col_of_s
                 on_stack[c] = False
                 top -= 1
                 continue
-            p = head[c]
+            k = head[c]
             n_pred = pend[c]
-            if c < n_eng:
-                node = p
-                k = p
-            else:
-                i = s_list[s_ptr[c - n_eng] + p]
-                node = n + i
-                k = dma_k[i]
-            if n_pred >= 0:
-                pass
-            elif c < n_eng:
+            if n_pred < 0:
                 n_pred = 0
                 bound = 2 * ready[k] + 1
                 for x in range(w_ptr[k], w_ptr[k + 1]):
@@ -729,10 +719,6 @@ def _walk(first, dma_i, dma_k, d_stream, d_spos, s_ptr, s_list, fp_ptr, col_of_s
                             pred[c, n_pred] = g_node[lo]
                             n_pred += 1
                 pend[c] = n_pred
-            else:
-                pred[c, 0] = k  # its issue
-                n_pred = 1
-                pend[c] = 1
             # a predecessor still ahead in its chain: process that chain up to it first
             need = -1
             for x in range(n_pred):
@@ -744,12 +730,14 @@ def _walk(first, dma_i, dma_k, d_stream, d_spos, s_ptr, s_list, fp_ptr, col_of_s
                     on_stack[c] = False
                     top -= 1
                     continue
-                vc, vp = _where(need, n, first, d_stream, d_spos)
+                vc = 0
+                while need >= first[vc + 1]:
+                    vc += 1
                 if on_stack[vc]:
                     return False
                 on_stack[vc] = True
                 st_ch[top] = vc
-                st_to[top] = vp + 1
+                st_to[top] = need + 1
                 top += 1
                 continue
             # every predecessor is complete: what completing this node makes known
@@ -758,12 +746,21 @@ def _walk(first, dma_i, dma_k, d_stream, d_spos, s_ptr, s_list, fp_ptr, col_of_s
                 for x in range(n_pred):
                     acc_j = max(acc_j, clock[pred[c, x], j])
                 cur[c, j] = acc_j
-                clock[node, j] = acc_j
-            cc = col_of_stream[c]
-            if cc >= 0 and (c >= n_eng or dma_i[k] < 0) and fp_ptr[k + 1] > fp_ptr[k]:
-                cur[c, cc] = k
-                clock[node, cc] = k
-            complete[node] = True
+                clock[k, j] = acc_j
+            i = dma_i[k]
+            if i < 0:
+                cc = col_of_stream[c]
+                if cc >= 0 and fp_ptr[k + 1] > fp_ptr[k]:
+                    cur[c, cc] = k
+                    clock[k, cc] = k
+            else:  # the transfer: the issue's clock and its stream's column
+                ch = n_eng + d_stream[i]
+                if fp_ptr[k + 1] > fp_ptr[k]:
+                    last[ch] = k
+                cc = col_of_stream[ch]
+                if cc >= 0:
+                    clock[k, cc] = max(clock[k, cc], last[ch])
+            complete[k] = True
             head[c] += 1
             pend[c] = -1
     return True
