@@ -147,6 +147,29 @@ def test_a_loaded_program_keeps_neither_the_object_nor_its_words():
         assert np.array_equal(getattr(copied, name), getattr(prog, name)), name
 
 
+def test_a_loaded_program_takes_the_line_tables_columns_without_copying_them():
+    """The ELF reader's line tables (and the assembler's) are slices of one column each, back to back:
+    the program's src_file / src_line / src_col are those columns (read-only views, no pages written),
+    and line tables apart (one array per stream) give the same columns by copying."""
+    from ncsim.asm.objfile import LineTable
+
+    path = Path(__file__).resolve().parents[1] / "programs" / "giou.s"
+    obj = assemble_file(path)
+    for source in (read_elf(write_elf(obj), "giou.o"), obj):
+        prog = Program.from_object(source, str(path))
+        for name in ("file", "line", "col"):
+            column = getattr(prog, f"src_{name}")
+            assert column.dtype == np.int32 and not column.flags.writeable
+            assert all(np.shares_memory(column, getattr(t, name)) for t in source.lines.values() if len(t))
+        apart = dataclasses.replace(source, lines={e: LineTable(t.file.copy(), t.line.copy(), t.col.copy())
+                                                   for e, t in source.lines.items()})
+        copied = Program.from_object(apart, str(path))
+        for name in ("file", "line", "col"):
+            assert not np.shares_memory(getattr(copied, f"src_{name}"), getattr(prog, f"src_{name}"))
+        for name in ARRAYS:
+            assert np.array_equal(getattr(copied, name), getattr(prog, name)), name
+
+
 def test_a_program_that_keeps_its_object_counts_its_streams():
     """nbytes counts every array the program keeps: the streams of an object it keeps too (the
     assembler's, in ncsim.run's load of a .s file)."""
