@@ -215,7 +215,7 @@ def find_races(result: TimingResult, limit: int = 20) -> RaceReport:
             clocks = pool.submit(g.clocks)
             g.footprints()
             clock = clocks.result()
-    cand, truncated = _sweep(clock, g.acc_ptr, g.acc_k, g.acc_node, g.acc_key, r.fp_ptr, r.fp_memory, r.fp_lo,
+    cand, truncated = _sweep(clock, g.acc_ptr, g.acc_k, g.acc_key, r.fp_ptr, r.fp_memory, r.fp_lo,
                              r.fp_hi, r.fp_access, r.fp_partition, r.fp_partitions, g.dist, g.d_lo, g.d_hi,
                              g.d_write, g.d_ptr, LINEAR_WINDOW, HITS_PER_ACCESS, MAX_CANDIDATES)
     a_k, a_row, b_k, b_row = cand.T
@@ -286,18 +286,16 @@ class _Graph:
         queue_of_body = np.array([c.transfer.queue if c.transfer is not None else 0 for c in r.body_cost],
                                  np.int64).reshape(-1)
         n_queues = int(queue_of_body.max()) + 1 if len(queue_of_body) else 1
-        self.dma_i, self.dma_k, self.d_stream, self.d_spos, self.s_ptr, keys = _dmas(
-            r.first, r.body, dma_body, queue_of_body, n_queues, _big(n, np.int32), _big(n, np.int32),
-            _big(n, np.int32), _big(n, np.int32))
+        # Streams: engines 0..4, then each (issuing engine, queue) of a transfer; the accesses
+        # (instructions with footprints) by stream, one clock column per stream that has any, with
+        # their active times and time keys (made monotone along the stream).
+        (self.dma_i, self.d_stream, self.d_active, keys, col_of_stream, self.acc_ptr, self.acc_k,
+         self.acc_key) = _streams(r.first, r.body, dma_body, queue_of_body, n_queues, r.fp_ptr, r.start, r.piece_ptr,
+                                  r.piece_start, _big(n, np.int32), _big(n, np.int32), _big(n, np.int64),
+                                  _big(n, np.int32), _big(n, np.int64))
         self.n_streams = n_eng + len(keys)
-        # Streams: engines 0..4, then each (issuing engine, queue) of a transfer.
         self.stream_names = list(ENGINES) + [f"dma queue {int(x) % n_queues} from {ENGINES[int(x) // n_queues]}"
                                              for x in keys]
-        # Accesses (instructions with footprints) by stream, one clock column per stream that has any,
-        # with their active times and time keys (made monotone along the stream).
-        self.d_active, col_of_stream, self.acc_ptr, self.acc_k, self.acc_node, self.acc_key = _accesses(
-            r.first, r.fp_ptr, self.dma_i, self.dma_k, self.d_stream, self.n_streams, r.start, r.piece_ptr,
-            r.piece_start, _big(len(self.dma_k), np.int64), _big(n, np.int32), _big(n, np.int32), _big(n, np.int64))
         self.col_of_stream = col_of_stream
         self.n_cols = len(self.acc_ptr) - 1
         self.n = n
@@ -327,7 +325,7 @@ class _Graph:
             raise SimError(f"the run is too long ({r.total_ticks} ticks) to check for races")
         n_sems = 1 + max(int(r.signal_sem.max(initial=0)), int(r.edge_sem.max(initial=0)))
         n_nodes = self.n
-        clock, ok = _clocks(r.first, self.dma_i, self.dma_k, self.d_stream, self.d_spos, self.s_ptr, r.fp_ptr,
+        clock, ok = _clocks(r.first, self.dma_i, self.d_stream, len(self.stream_names) - len(ENGINES), r.fp_ptr,
                             self.col_of_stream, self.n_cols, r.start, r.end, r.done, r.ready, r.signal_ptr,
                             r.signal_sem, r.edge_signal, r.edge_wait, r.edge_sem, n_sems,
                             _big((n_nodes, self.n_cols), np.int32), np.zeros(n_nodes, np.bool_),
@@ -368,100 +366,85 @@ def _big(shape, dtype) -> np.ndarray:
 
 
 @numba.njit(cache=True)
-def _dmas(first, body, dma_body, queue_of_body, n_queues, dma_i, dma_k, d_stream, d_spos):
-    """The dma_copy instructions and their DMA streams: dma_i[k] (the dma_copy's number i in program
-    order, -1 for other instructions), dma_k[i], d_stream[i] (its stream among the DMA streams,
-    numbered in order of (issuing engine, queue)), d_spos[i] (its place in that stream), s_ptr (the
-    count of each stream, cumulated) and the streams' keys (engine * n_queues + queue). The arrays of
-    n come from the caller (see _big), and the d_ ones are cut to their length."""
+def _streams(first, body, dma_body, queue_of_body, n_queues, fp_ptr, start, piece_ptr, piece_start, dma_i, d_stream,
+             d_active, acc_k, acc_key):
+    """The streams and their accesses, in two passes over the instructions: (dma_i, d_stream, d_active,
+    keys, col_of_stream, acc_ptr, acc_k, acc_key).
+
+    dma_i[k] is the dma_copy's number i in program order (-1 for other instructions); d_stream[i] its
+    transfer's stream among the DMA streams, numbered in order of their keys (issuing engine *
+    n_queues + queue), `keys` those keys; d_active[i] when its accesses begin (its transfer's earliest
+    piece start; its start if it has no pieces). An engine instruction's accesses begin at its start.
+    The accesses (instructions with footprint rows) by column (the streams that have any, in stream
+    order), in program order: acc_k and acc_key (when they begin, made monotone along the column).
+    The arrays of n come from the caller (see _big) and are cut to their lengths."""
     n_eng = first.shape[0] - 1
-    used = np.zeros(n_eng * n_queues, np.bool_)
+    n_keys = n_eng * n_queues
+    transfers = np.zeros(n_keys, np.int64)
+    count = np.zeros(n_eng + n_keys, np.int64)  # accesses: per engine, then per DMA key
     nd = 0
     for e in range(n_eng):
         for k in range(first[e], first[e + 1]):
             b = body[k]
-            dma_i[k] = -1
+            has = fp_ptr[k + 1] > fp_ptr[k]
             if dma_body[b]:
                 dma_i[k] = nd
                 nd += 1
-                used[e * n_queues + queue_of_body[b]] = True
-    sid = np.full(n_eng * n_queues, -1, np.int64)
+                x = e * n_queues + queue_of_body[b]
+                transfers[x] += 1
+                if has:
+                    count[n_eng + x] += 1
+            else:
+                dma_i[k] = -1
+                if has:
+                    count[e] += 1
+    sid = np.full(n_keys, -1, np.int64)
     n_s = 0
-    for x in range(n_eng * n_queues):
-        if used[x]:
+    for x in range(n_keys):
+        if transfers[x] > 0:
             sid[x] = n_s
             n_s += 1
     keys = np.empty(n_s, np.int64)
-    for x in range(n_eng * n_queues):
-        if used[x]:
+    for x in range(n_keys):
+        if transfers[x] > 0:
             keys[sid[x]] = x
-    s_ptr = np.zeros(n_s + 1, np.int64)
-    i = 0
-    for e in range(n_eng):
-        for k in range(first[e], first[e + 1]):
-            if dma_i[k] >= 0:
-                s = sid[e * n_queues + queue_of_body[body[k]]]
-                dma_k[i] = k
-                d_stream[i] = s
-                d_spos[i] = s_ptr[s + 1]
-                s_ptr[s + 1] += 1
-                i += 1
-    for s in range(n_s):
-        s_ptr[s + 1] += s_ptr[s]
-    return dma_i, dma_k[:nd], d_stream[:nd], d_spos[:nd], s_ptr, keys
-
-
-@numba.njit(cache=True)
-def _accesses(first, fp_ptr, dma_i, dma_k, d_stream, n_streams, start, piece_ptr, piece_start, d_active, acc_k,
-              acc_node, acc_key):
-    """(d_active, col_of_stream, acc_ptr, acc_k, acc_node, acc_key). An instruction's accesses begin at
-    its start; a dma_copy's at its transfer's earliest piece start (d_active[i] for the i-th
-    dma_copy; its start if it has no pieces). The accesses (instructions with footprint rows) by
-    column (the streams that have any, in stream order), in program order: acc_k, acc_node (the
-    clock row, k: a dma_copy's row holds its transfer's clock) and acc_key (when they begin, made monotone along
-    the column). The arrays are the caller's (see _big), cut to their lengths."""
-    n_eng = first.shape[0] - 1
-    nd = dma_k.shape[0]
-    for i in range(nd):
-        k = dma_k[i]
-        a = start[k]
-        if piece_ptr[k + 1] > piece_ptr[k]:
-            a = piece_start[piece_ptr[k]]
-            for p in range(piece_ptr[k] + 1, piece_ptr[k + 1]):
-                a = min(a, piece_start[p])
-        d_active[i] = a
-    count = np.zeros(n_streams, np.int64)
-    for e in range(n_eng):
-        for k in range(first[e], first[e + 1]):
-            if fp_ptr[k + 1] > fp_ptr[k]:
-                i = dma_i[k]
-                count[e if i < 0 else n_eng + d_stream[i]] += 1
+    n_streams = n_eng + n_s
     col_of_stream = np.full(n_streams, -1, np.int64)
     n_cols = 0
-    for s in range(n_streams):
-        if count[s] > 0:
-            col_of_stream[s] = n_cols
+    for st in range(n_streams):
+        if count[st if st < n_eng else n_eng + keys[st - n_eng]] > 0:
+            col_of_stream[st] = n_cols
             n_cols += 1
     acc_ptr = np.zeros(n_cols + 1, np.int64)
-    for s in range(n_streams):
-        if count[s] > 0:
-            acc_ptr[col_of_stream[s] + 1] = count[s]
+    for st in range(n_streams):
+        if col_of_stream[st] >= 0:
+            acc_ptr[col_of_stream[st] + 1] = count[st if st < n_eng else n_eng + keys[st - n_eng]]
     for c in range(n_cols):
         acc_ptr[c + 1] += acc_ptr[c]
     m = acc_ptr[n_cols]
     fill = acc_ptr[:n_cols].copy()
     for e in range(n_eng):
         for k in range(first[e], first[e + 1]):
+            i = dma_i[k]
+            if i >= 0:
+                st = n_eng + sid[e * n_queues + queue_of_body[body[k]]]
+                d_stream[i] = st - n_eng
+                a = start[k]
+                if piece_ptr[k + 1] > piece_ptr[k]:
+                    a = piece_start[piece_ptr[k]]
+                    for p in range(piece_ptr[k] + 1, piece_ptr[k + 1]):
+                        a = min(a, piece_start[p])
+                d_active[i] = a
+            else:
+                st = e
+                a = start[k]
             if fp_ptr[k + 1] > fp_ptr[k]:
-                i = dma_i[k]
-                c = col_of_stream[e if i < 0 else n_eng + d_stream[i]]
-                a = start[k] if i < 0 else d_active[i]
+                c = col_of_stream[st]
                 at = fill[c]
                 fill[c] += 1
                 acc_k[at] = k
-                acc_node[at] = k
                 acc_key[at] = a if at == acc_ptr[c] else max(a, acc_key[at - 1])
-    return d_active[:nd], col_of_stream, acc_ptr, acc_k[:m], acc_node[:m], acc_key[:m]
+    return dma_i, d_stream[:nd], d_active[:nd], keys, col_of_stream, acc_ptr, acc_k[:m], acc_key[:m]
 
 
 @numba.njit(inline="always")
@@ -540,23 +523,8 @@ def _remap(dist, rank):
             dist[i] = rank[dist[i]]
 
 
-@numba.njit(inline="always")
-def _where(node, n, first, d_stream, d_spos):
-    """(chain, place in it) of a node: an instruction k is place k of its engine's chain (whose
-    places start at first[e]); the transfer of the i-th dma_copy is place d_spos[i] of its DMA
-    stream's chain (n_eng + d_stream[i])."""
-    n_eng = first.shape[0] - 1
-    if node >= n:
-        i = node - n
-        return n_eng + d_stream[i], np.int64(d_spos[i])
-    e = 0
-    while node >= first[e + 1]:
-        e += 1
-    return e, np.int64(node)
-
-
 @numba.njit(cache=True, nogil=True)
-def _clocks(first, dma_i, dma_k, d_stream, d_spos, s_ptr, fp_ptr, col_of_stream, n_cols, start, end, done, ready,
+def _clocks(first, dma_i, d_stream, n_dma_streams, fp_ptr, col_of_stream, n_cols, start, end, done, ready,
             signal_ptr, signal_sem, edge_signal, edge_wait, edge_sem, n_sems, clock, complete, g_node, g_key, w_ptr,
             w_sig, w_sem):
     """Vector clocks over the happens-before relation of the module docstring: clock[v, c] is the last
@@ -580,7 +548,7 @@ def _clocks(first, dma_i, dma_k, d_stream, d_spos, s_ptr, fp_ptr, col_of_stream,
     come zeroed."""
     n_eng = first.shape[0] - 1
     n = first[n_eng]
-    n_ch = n_eng + s_ptr.shape[0] - 1
+    n_ch = n_eng + n_dma_streams
     # Semaphore updates by (semaphore, chain), each list in chain order: the node, its key's suffix minimum.
     g_ptr = np.zeros(n_sems * n_ch + 1, np.int64)
     for e in range(n_eng):
@@ -779,7 +747,7 @@ def _tree_set(tree, size, slot, value):
 
 
 @numba.njit(cache=True)
-def _sweep(clock, acc_ptr, acc_k, acc_node, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, fp_partition,
+def _sweep(clock, acc_ptr, acc_k, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, fp_partition,
            fp_partitions, dist, d_lo, d_hi, d_write, d_ptr, linear_window, hits_per_access, max_candidates):
     """Candidate races: (a_k, a_row, b_k, b_row) with a on another stream than b, before b in time
     order, neither ordered before the other, their spans overlapping, at least one writing.
@@ -813,9 +781,9 @@ def _sweep(clock, acc_ptr, acc_k, acc_node, acc_key, fp_ptr, fp_memory, fp_lo, f
     none32 = np.empty(0, np.int32)
     none64 = np.empty(0, np.int64)
     n_out, truncated, need = _sweep_run(
-        clock, acc_ptr, acc_k, acc_node, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, fp_partition,
+        clock, acc_ptr, acc_k, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, fp_partition,
         fp_partitions, dist, d_lo, d_ptr, d_hi, d_write, linear_window, hits_per_access, out, pm_all, pm_w, rel,
-        col_rows_ptr, False, 1, none64, none64, none32, none64, none32, none32, none32, stack)
+        col_rows_ptr, False, 1, none64, none64, none32, none64, none32, none32, stack)
     if need:
         # Every column's rows sorted by the rank of their distinct footprint, stably (the accesses'
         # order): col_rows, their starts, and each row's place among its column's.
@@ -845,17 +813,17 @@ def _sweep(clock, acc_ptr, acc_k, acc_node, acc_key, fp_ptr, fp_memory, fp_lo, f
                     col_rows_lo[at] = _addr(fp_memory[row], fp_lo[row])
                     slot_of_row[row] = at - col_rows_ptr[c]
         n_out, truncated, need = _sweep_run(
-            clock, acc_ptr, acc_k, acc_node, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, fp_partition,
+            clock, acc_ptr, acc_k, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, fp_partition,
             fp_partitions, dist, d_lo, d_ptr, d_hi, d_write, linear_window, hits_per_access, out, pm_all, pm_w, rel,
             col_rows_ptr, True, size, np.full(2 * size, -1, np.int64), np.full(2 * size, -1, np.int64), col_rows,
-            col_rows_lo, slot_of_row, np.empty(biggest, np.int32), np.empty(biggest, np.int32), stack)
+            col_rows_lo, slot_of_row, np.empty(biggest, np.int32), stack)
     return out[:n_out], truncated
 
 
 @numba.njit(cache=True, _nrt=False)
-def _sweep_run(clock, acc_ptr, acc_k, acc_node, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, fp_partition,
+def _sweep_run(clock, acc_ptr, acc_k, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, fp_partition,
                fp_partitions, dist, d_lo, d_ptr, d_hi, d_write, linear_window, hits_per_access, out, pm_all, pm_w, rel,
-               col_rows_ptr, trees, size, all_tree, write_tree, col_rows, col_rows_lo, slot_of_row, row_k, node_of,
+               col_rows_ptr, trees, size, all_tree, write_tree, col_rows, col_rows_lo, slot_of_row, row_k,
                stack):
     """_sweep's search, into `out`: (candidates, truncated, False), or (0, False, True) as soon as a
     window needs the trees when `trees` is False. rel[d], for the pair of columns at hand: distinct
@@ -871,7 +839,7 @@ def _sweep_run(clock, acc_ptr, acc_k, acc_node, acc_key, fp_ptr, fp_memory, fp_l
     for t in range(n_cols):
         r0 = col_rows_ptr[t]
         m_t = col_rows_ptr[t + 1] - r0
-        have_rows = False  # row_k and node_of, for column t
+        have_rows = False  # row_k, for column t
         for s in range(n_cols):
             if s == t:
                 continue
@@ -896,11 +864,10 @@ def _sweep_run(clock, acc_ptr, acc_k, acc_node, acc_key, fp_ptr, fp_memory, fp_l
             t_end = acc_ptr[t + 1]
             for j in range(acc_ptr[s], acc_ptr[s + 1]):
                 kb = acc_k[j]
-                vb = acc_node[j]
                 key_b = acc_key[j]
                 while hi_i < t_end and (acc_key[hi_i] < key_b or (acc_key[hi_i] == key_b and t < s)):
                     hi_i += 1
-                while lo_i < t_end and acc_k[lo_i] <= clock[vb, t]:
+                while lo_i < t_end and acc_k[lo_i] <= clock[kb, t]:
                     if lo_i < ins_i:
                         k = acc_k[lo_i]
                         for row in range(fp_ptr[k], fp_ptr[k + 1]):
@@ -927,7 +894,7 @@ def _sweep_run(clock, acc_ptr, acc_k, acc_node, acc_key, fp_ptr, fp_memory, fp_l
                                 if (rel[dist[ra]] and (wb or (fp_access[ra] & ACCESS_WRITE) != 0)
                                         and _addr(fp_memory[ra], fp_lo[ra]) < hi_b
                                         and lo_b < _addr(fp_memory[ra], fp_hi[ra]) and found < hits_per_access
-                                        and _candidate(ra, rb, kb, acc_node[i], s, clock, fp_memory, fp_partition,
+                                        and _candidate(ra, rb, kb, k, s, clock, fp_memory, fp_partition,
                                                        fp_partitions)):
                                     if n_out == max_candidates:
                                         return n_out, True, False
@@ -943,13 +910,12 @@ def _sweep_run(clock, acc_ptr, acc_k, acc_node, acc_key, fp_ptr, fp_memory, fp_l
                 if not trees:
                     return 0, False, True
                 if not have_rows:
-                    # row -> its instruction and node, for the rows of column t
+                    # row -> its instruction (its clock row), for the rows of column t
                     have_rows = True
                     for i in range(acc_ptr[t], acc_ptr[t + 1]):
                         k = acc_k[i]
                         for row in range(fp_ptr[k], fp_ptr[k + 1]):
                             row_k[slot_of_row[row]] = k
-                            node_of[slot_of_row[row]] = acc_node[i]
                 # A large window: the trees, brought up to date.
                 while ins_i < hi_i:
                     k = acc_k[ins_i]
@@ -999,7 +965,7 @@ def _sweep_run(clock, acc_ptr, acc_k, acc_node, acc_key, fp_ptr, fp_memory, fp_l
                             top += 2
                             continue
                         ra = col_rows[r0 + first_slot]
-                        if not _candidate(ra, rb, kb, node_of[first_slot], s, clock, fp_memory, fp_partition,
+                        if not _candidate(ra, rb, kb, row_k[first_slot], s, clock, fp_memory, fp_partition,
                                           fp_partitions):
                             continue
                         if n_out == max_candidates:
