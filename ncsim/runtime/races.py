@@ -57,7 +57,7 @@ False.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numba
@@ -210,11 +210,13 @@ def find_races(result: TimingResult, limit: int = 20) -> RaceReport:
     if result.count < _THREAD_FROM:
         clock = g.clocks()
         g.footprints()
-    else:  # the clocks in a second thread (their kernels release the GIL) while this one hashes footprints
+    else:  # a second thread finds each wait's edges, then hashes the footprints, while this one lists the
+        # semaphore updates, then walks the chains (the kernels release the GIL)
         with ThreadPoolExecutor(1) as pool:
-            clocks = pool.submit(g.clocks)
-            g.footprints()
-            clock = clocks.result()
+            waits = pool.submit(g.waits)
+            footprints = pool.submit(g.footprints)
+            clock = g.clocks(waits)
+            footprints.result()
     cand, truncated = _sweep(clock, g.acc_ptr, g.acc_k, g.acc_key, r.fp_ptr, r.fp_memory, r.fp_lo,
                              r.fp_hi, r.fp_access, r.fp_partition, r.fp_partitions, g.dist, g.d_lo, g.d_hi,
                              g.d_write, g.d_ptr, LINEAR_WINDOW, HITS_PER_ACCESS, MAX_CANDIDATES)
@@ -315,23 +317,32 @@ class _Graph:
         self.d_lo, self.d_hi, self.d_write = k_lo[d_order], k_hi[d_order], k_w[d_order]
         self.d_ptr = np.searchsorted(k_col[d_order], np.arange(self.n_cols + 1)).astype(np.int64)
 
-    def clocks(self) -> np.ndarray:
+    def waits(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """The semaphore edges by waiting instruction (see _waits), for `clocks`."""
+        r = self.r
+        w_ptr, w_sig, w_sem = np.zeros(self.n + 1, np.int32), _big(len(r.edge_wait), np.int32), _big(
+            len(r.edge_wait), np.int32)
+        most = _waits(self.n, r.edge_signal, r.edge_wait, r.edge_sem, w_ptr, w_sig, w_sem)
+        return w_ptr, w_sig, w_sem, int(most)
+
+    def clocks(self, waits: Future | None = None) -> np.ndarray:
         """clock[k, c] for every instruction k (for a dma_copy: its transfer's clock; the issue's own
-        is needed by nothing else): the last instruction of column c's stream known complete once v is complete, -1 if
-        none; for the columns other than v's own, what was known when v began (see _clocks)."""
+        is needed by nothing else): the last instruction of column c's stream known complete once k is
+        complete, -1 if none; for the columns other than k's own, what was known when k began (see
+        _clocks). `waits`: `waits()` being computed in another thread, or None to compute it here."""
         r = self.r
         tmax = int(r.total_ticks) + 1
         if tmax >= 1 << 54:
             raise SimError(f"the run is too long ({r.total_ticks} ticks) to check for races")
         n_sems = 1 + max(int(r.signal_sem.max(initial=0)), int(r.edge_sem.max(initial=0)))
-        n_nodes = self.n
-        clock, ok = _clocks(r.first, self.dma_i, self.d_stream, len(self.stream_names) - len(ENGINES), r.fp_ptr,
-                            self.col_of_stream, self.n_cols, r.start, r.end, r.done, r.ready, r.signal_ptr,
-                            r.signal_sem, r.edge_signal, r.edge_wait, r.edge_sem, n_sems,
-                            _big((n_nodes, self.n_cols), np.int32), np.zeros(n_nodes, np.bool_),
-                            _big(len(r.signal_sem), np.int32), _big(len(r.signal_sem), np.int64),
-                            np.zeros(self.n + 1, np.int32), _big(len(r.edge_wait), np.int32),
-                            _big(len(r.edge_wait), np.int32))
+        n_dma_streams = len(self.stream_names) - len(ENGINES)
+        g_node, g_key = _big(len(r.signal_sem), np.int32), _big(len(r.signal_sem), np.int64)
+        g_ptr, sg_ptr, sg = _updates(r.first, self.dma_i, self.d_stream, n_dma_streams, r.start, r.end, r.done,
+                                     r.signal_ptr, r.signal_sem, n_sems, g_node, g_key)
+        w_ptr, w_sig, w_sem, most = waits.result() if waits is not None else self.waits()
+        clock, ok = _clocks(r.first, self.dma_i, self.d_stream, n_dma_streams, r.fp_ptr, self.col_of_stream, r.ready,
+                            n_sems, g_ptr, g_node, g_key, sg_ptr, sg, w_ptr, w_sig, w_sem, most,
+                            _big((self.n, self.n_cols), np.int32), np.zeros(self.n, np.bool_))
         if not ok:  # the graph follows time, so it cannot have a cycle
             raise AssertionError("ncsim bug: the happens-before graph of a timed run has a cycle")
         return clock
@@ -524,30 +535,12 @@ def _remap(dist, rank):
 
 
 @numba.njit(cache=True, nogil=True)
-def _clocks(first, dma_i, d_stream, n_dma_streams, fp_ptr, col_of_stream, n_cols, start, end, done, ready,
-            signal_ptr, signal_sem, edge_signal, edge_wait, edge_sem, n_sems, clock, complete, g_node, g_key, w_ptr,
-            w_sig, w_sem):
-    """Vector clocks over the happens-before relation of the module docstring: clock[v, c] is the last
-    instruction of column c's stream known complete once node v is complete (nodes: k for instruction
-    k; for a dma_copy, the row of k holds its transfer's clock, see _walk), -1 if none. For another
-    column than v's own that is also what was known when v began, all that the sweep reads. Returns
-    (clock, False if the relation has a cycle).
-
-    No graph is built. The nodes form chains: each engine's instructions (program order), each DMA
-    stream's transfers (queue order). A node's other predecessors are all earlier nodes of other
-    chains: a transfer's issue; for an instruction whose waits held because of updates, each
-    releaser and the updates its wait acquires. Those of semaphore s that a wait ready at T acquires
-    are the updates applied before T, and at T those the scheduler applies before it checks waits
-    (completions of busy engine instructions and of transfers): with key 2 done + (0 if so, else 1),
-    those with key < 2 T + 1. The updates of s by one chain are listed in chain order with the
-    suffix minima of their keys; the last with a suffix minimum below the bound is the last such
-    update, and completing it makes all the earlier ones known (a chain's clocks only grow). A chain
-    is processed from its head as far as it can go; when a node's predecessor lies ahead in another
-    chain, that chain is processed up to it first (a stack of chains: depth-first, each node's clock
-    computed once). The arrays from `clock` on are the caller's (see _big); `complete` and `w_ptr`
-    come zeroed."""
+def _updates(first, dma_i, d_stream, n_dma_streams, start, end, done, signal_ptr, signal_sem, n_sems, g_node, g_key):
+    """The semaphore updates by (semaphore, chain) for _clocks: (g_ptr, sg_ptr, sg), with g_node and
+    g_key (the caller's, see _big) filled: list g = sem * n_ch + chain holds, in chain order, the
+    updating nodes and the suffix minima of their keys; sg[sg_ptr[sem]:sg_ptr[sem + 1]] are the g of
+    semaphore sem whose lists are not empty."""
     n_eng = first.shape[0] - 1
-    n = first[n_eng]
     n_ch = n_eng + n_dma_streams
     # Semaphore updates by (semaphore, chain), each list in chain order: the node, its key's suffix minimum.
     g_ptr = np.zeros(n_sems * n_ch + 1, np.int64)
@@ -586,6 +579,14 @@ def _clocks(first, dma_i, d_stream, n_dma_streams, fp_ptr, col_of_stream, n_cols
             if g_ptr[sem * n_ch + uc + 1] > g_ptr[sem * n_ch + uc]:
                 sg[sg_ptr[sem + 1]] = sem * n_ch + uc
                 sg_ptr[sem + 1] += 1
+    return g_ptr, sg_ptr, sg
+
+
+@numba.njit(cache=True, nogil=True)
+def _waits(n, edge_signal, edge_wait, edge_sem, w_ptr, w_sig, w_sem):
+    """The semaphore edges by waiting instruction for _clocks, into the caller's arrays (w_ptr zeroed,
+    n + 1 long): instruction k's are w_sig[w_ptr[k]:w_ptr[k + 1]] (releasers) and w_sem (their
+    semaphores). Returns the most edges of one instruction."""
     # The edges of each waiting instruction, in its order: the releaser's node and the semaphore.
     for e in range(edge_wait.shape[0]):
         w_ptr[edge_wait[e] + 1] += 1
@@ -602,7 +603,34 @@ def _clocks(first, dma_i, d_stream, n_dma_streams, fp_ptr, col_of_stream, n_cols
     for k in range(n, 0, -1):
         w_ptr[k] = w_ptr[k - 1]
     w_ptr[0] = 0
+    return most
 
+
+@numba.njit(cache=True, nogil=True)
+def _clocks(first, dma_i, d_stream, n_dma_streams, fp_ptr, col_of_stream, ready, n_sems, g_ptr, g_node, g_key, sg_ptr,
+            sg, w_ptr, w_sig, w_sem, most, clock, complete):
+    """Vector clocks over the happens-before relation of the module docstring: clock[v, c] is the last
+    instruction of column c's stream known complete once node v is complete (nodes: k for instruction
+    k; for a dma_copy, the row of k holds its transfer's clock, see _walk), -1 if none. For another
+    column than v's own that is also what was known when v began, all that the sweep reads. Returns
+    (clock, False if the relation has a cycle).
+
+    No graph is built. The nodes form chains: each engine's instructions (program order), each DMA
+    stream's transfers (queue order). A node's other predecessors are all earlier nodes of other
+    chains: a transfer's issue; for an instruction whose waits held because of updates, each
+    releaser and the updates its wait acquires. Those of semaphore s that a wait ready at T acquires
+    are the updates applied before T, and at T those the scheduler applies before it checks waits
+    (completions of busy engine instructions and of transfers): with key 2 done + (0 if so, else 1),
+    those with key < 2 T + 1. The updates of s by one chain are listed in chain order with the
+    suffix minima of their keys; the last with a suffix minimum below the bound is the last such
+    update, and completing it makes all the earlier ones known (a chain's clocks only grow). A chain
+    is processed from its head as far as it can go; when a node's predecessor lies ahead in another
+    chain, that chain is processed up to it first (a stack of chains: depth-first, each node's clock
+    computed once). The updates' lists are _updates', the waits' _waits'; `clock` and `complete` are
+    the caller's (see _big), `complete` zeroed."""
+    n_eng = first.shape[0] - 1
+    n_ch = n_eng + n_dma_streams
+    n_cols = clock.shape[1]
     # The walk's chains are the engines' only: a transfer's clock is its issue's (see _walk).
     cur = np.full((n_eng, n_cols), -1, np.int32)  # what completing each engine's last processed node made known
     head = first[:n_eng].astype(np.int64)
