@@ -43,10 +43,12 @@ The encoded words are not kept once decoded (nor is the object a program was rea
 byte an instruction does not share with its body's first is in a column, so `encoded()` makes the
 words again (a numba pass, `_encode`) for `to_object` and `prefix`, byte for byte those read.
 
-Integer columns are int64 but where the encoding bounds them: body int32, semaphore numbers and
-partitions int16, semaphore ops, memories and access bits int8, source places int32 (measured on
-tools/bench_pipeline.py's program: 143 bytes per instruction, everything the program keeps; 332
-when it kept the words).
+Integer columns are int64 but where the encoding bounds them: body int32, the CSR pointers
+(wait_ptr, signal_ptr, fp_ptr, ap_ptr) int32 while the words number fewer than 2**31 (else int64),
+semaphore numbers and partitions int16, semaphore ops, memories and access bits int8, source places
+int32 (measured on tools/bench_pipeline.py's program: 127 bytes per instruction, everything the
+program keeps; 143 with int64 pointers, 332 when it kept the words). A program read from an ELF file
+takes the line table's columns as the reader made them (views, not copies).
 """
 
 from __future__ import annotations
@@ -504,6 +506,14 @@ class _Columns:
     bad: int
 
 
+def _ptr_dtype(words: int) -> type:
+    """The dtype of the CSR pointer columns (wait_ptr, signal_ptr, fp_ptr, ap_ptr) of a program of
+    `words` instruction words: a wait, a signal or a pattern takes at least one word, so no row number
+    reaches `words`; int32 while that is below 2**31 (every program short of 16 GiB of instructions),
+    else int64. 16 of the 143 bytes per instruction (tools/bench_pipeline.py's program) fewer to fault in."""
+    return np.int32 if words < 2**31 - 1 else np.int64
+
+
 def _columns(words: np.ndarray, word_first: np.ndarray, name: str) -> tuple[np.ndarray, _Columns]:
     """(first, columns) of the streams in `words` (stream e is words[word_first[e]:word_first[e + 1]]),
     read by _read in one pass; a malformed header raises ObjectFileError naming its section and byte."""
@@ -511,13 +521,14 @@ def _columns(words: np.ndarray, word_first: np.ndarray, name: str) -> tuple[np.n
     size = len(words)
     n = size // 2 + 1  # an instruction is at least 2 words, a wait or a signal one, a pattern 7
     aps = size // 7 + 1
+    ptr = _ptr_dtype(size)
     e = np.empty
     arrays = [e(n, np.uint8), e(n, np.int32),  # opcode, body
-              e(n + 1, np.int64), e(size, np.int16), e(size, np.int8), e(size, np.int64),  # waits
-              e(n + 1, np.int64), e(size, np.int16), e(size, np.int8), e(size, np.int64),  # signals
-              e(n + 1, np.int64), e(aps, np.int8), e(aps, np.int16), e(aps, np.int16), e(aps, np.int64),  # footprints
+              e(n + 1, ptr), e(size, np.int16), e(size, np.int8), e(size, np.int64),  # waits
+              e(n + 1, ptr), e(size, np.int16), e(size, np.int8), e(size, np.int64),  # signals
+              e(n + 1, ptr), e(aps, np.int8), e(aps, np.int16), e(aps, np.int16), e(aps, np.int64),  # footprints
               e(aps, np.int64), e(aps, np.int8),
-              e(n + 1, np.int64), e(aps, np.int64)]  # patterns
+              e(n + 1, ptr), e(aps, np.int64)]  # patterns
     reps, rpos = e(n, np.int64), e(n, np.int64)
     first = np.zeros(len(word_first), np.int64)
     (opcode, body, wptr, wsem, wop, wval, sptr, ssem, sop, sval, fp_ptr, fmem, fpart, fparts, flo, fhi, facc, ap_ptr,

@@ -114,9 +114,9 @@ def test_source_lines_of_two_files_with_one_relative_name(tmp_path):
 def test_the_program_takes_at_most_175_bytes_per_instruction():
     """Issue 10 bounds the decoded program by 200 bytes per instruction, everything it keeps counted
     (nbytes: the columns and its bodies' words; the object's words are not kept). giou's program (560
-    instructions of every engine, DMAs, constants, waits) takes 146 (350 when the program kept the
-    words and their positions): 175 keeps the margin that bench_pipeline's program needs (143 there,
-    332 with the words)."""
+    instructions of every engine, DMAs, constants, waits) takes 130 (146 with int64 CSR pointers, 350
+    when the program kept the words and their positions): 175 keeps the margin that bench_pipeline's
+    program needs (127 there, 143 with int64 pointers, 332 with the words)."""
     path = PROGRAMS[[p.name for p in PROGRAMS].index("giou.s")]
     prog = Program.from_object(assemble_file(path), str(path))
     assert prog.nbytes() / prog.count <= 175
@@ -168,6 +168,24 @@ def test_a_loaded_program_takes_the_line_tables_columns_without_copying_them():
             assert not np.shares_memory(getattr(copied, f"src_{name}"), getattr(prog, f"src_{name}"))
         for name in ARRAYS:
             assert np.array_equal(getattr(copied, name), getattr(prog, name)), name
+
+
+def test_the_csr_pointers_are_int32_below_2_31_words_and_read_the_same_as_int64(monkeypatch):
+    """wait_ptr, signal_ptr, fp_ptr and ap_ptr are int32 while the words (which bound every row
+    number) are fewer than 2**31, else int64; both give the same values, instructions and object."""
+    assert program_mod._ptr_dtype(2**31 - 2) is np.int32
+    assert program_mod._ptr_dtype(2**31 - 1) is np.int64
+    path = PROGRAMS[[p.name for p in PROGRAMS].index("giou.s")]
+    obj = assemble_file(path)
+    narrow = Program.from_object(obj, str(path))
+    monkeypatch.setattr(program_mod, "_ptr_dtype", lambda words: np.int64)
+    wide = Program.from_object(obj, str(path))
+    for name in ("wait_ptr", "signal_ptr", "fp_ptr", "ap_ptr"):
+        assert getattr(narrow, name).dtype == np.int32 and getattr(wide, name).dtype == np.int64
+    for name in ARRAYS:
+        assert np.array_equal(getattr(narrow, name), getattr(wide, name)), name
+    assert [narrow.instruction(k) for k in range(narrow.count)] == [wide.instruction(k) for k in range(wide.count)]
+    assert write_elf(narrow.to_object()) == write_elf(wide.to_object()) == write_elf(obj)
 
 
 def test_a_program_that_keeps_its_object_counts_its_streams():
