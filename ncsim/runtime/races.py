@@ -219,7 +219,7 @@ def find_races(result: TimingResult, limit: int = 20) -> RaceReport:
             footprints.result()
     cand, truncated = _sweep(clock, g.acc_ptr, g.acc_k, g.acc_key, r.fp_ptr, r.fp_memory, r.fp_lo,
                              r.fp_hi, r.fp_access, r.fp_partition, r.fp_partitions, g.dist, g.d_lo, g.d_hi,
-                             g.d_write, g.d_ptr, LINEAR_WINDOW, HITS_PER_ACCESS, MAX_CANDIDATES)
+                             g.d_write, g.d_ptr, g.d_order, g.rank, LINEAR_WINDOW, HITS_PER_ACCESS, MAX_CANDIDATES)
     a_k, a_row, b_k, b_row = cand.T
     exact = _Exact(result).check(a_k, a_row, b_k, b_row)
     a_k, a_row, b_k, b_row = a_k[exact], a_row[exact], b_k[exact], b_row[exact]
@@ -303,17 +303,19 @@ class _Graph:
         self.n = n
 
     def footprints(self) -> None:
-        """dist (per footprint row) and the distinct footprints d_lo, d_hi, d_write, d_ptr."""
+        """dist (per footprint row), the distinct footprints d_lo, d_hi, d_write, d_ptr (sorted), d_order
+        and rank (sorted place <-> dist's numbering)."""
         r = self.r
         # Distinct footprints (column, address range, write) by hashing: a tiled program touches few,
         # so which of them could conflict with another stream is quick to find. Sorted by (column, lo,
-        # hi, write); dist[row] is the rank of a row's.
+        # hi, write): d_order[i] is the i-th's number in order of first appearance, which dist[row]
+        # gives (no pass over the rows to renumber them), rank the inverse.
         self.dist, k_col, k_lo, k_hi, k_w = _distinct(self.acc_ptr, self.acc_k, r.fp_ptr, r.fp_memory, r.fp_lo,
                                                       r.fp_hi, r.fp_access, _big(len(r.fp_memory), np.int32))
         d_order = np.lexsort((k_w, k_hi, k_lo, k_col))
-        rank = np.empty(len(k_col), np.int32)
-        rank[d_order] = np.arange(len(k_col), dtype=np.int32)
-        _remap(self.dist, rank)
+        self.rank = np.empty(len(k_col), np.int32)
+        self.rank[d_order] = np.arange(len(k_col), dtype=np.int32)
+        self.d_order = d_order.astype(np.int64)
         self.d_lo, self.d_hi, self.d_write = k_lo[d_order], k_hi[d_order], k_w[d_order]
         self.d_ptr = np.searchsorted(k_col[d_order], np.arange(self.n_cols + 1)).astype(np.int64)
 
@@ -524,14 +526,6 @@ def _hash_rows(acc_ptr, acc_k, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, local
                         break
                     slot = (slot + 1) & (size - 1)
     return nd
-
-
-@numba.njit(cache=True, nogil=True)
-def _remap(dist, rank):
-    """dist[row] = rank[dist[row]], in place."""
-    for i in range(dist.shape[0]):
-        if dist[i] >= 0:
-            dist[i] = rank[dist[i]]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -776,7 +770,8 @@ def _tree_set(tree, size, slot, value):
 
 @numba.njit(cache=True)
 def _sweep(clock, acc_ptr, acc_k, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, fp_partition,
-           fp_partitions, dist, d_lo, d_hi, d_write, d_ptr, linear_window, hits_per_access, max_candidates):
+           fp_partitions, dist, d_lo, d_hi, d_write, d_ptr, d_order, rank, linear_window, hits_per_access,
+           max_candidates):
     """Candidate races: (a_k, a_row, b_k, b_row) with a on another stream than b, before b in time
     order, neither ordered before the other, their spans overlapping, at least one writing.
     Returns (the four arrays, truncated). The search is _sweep_run's; the trees (and each column's
@@ -811,7 +806,7 @@ def _sweep(clock, acc_ptr, acc_k, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, fp_a
     n_out, truncated, need = _sweep_run(
         clock, acc_ptr, acc_k, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, fp_partition,
         fp_partitions, dist, d_lo, d_ptr, d_hi, d_write, linear_window, hits_per_access, out, pm_all, pm_w, rel,
-        col_rows_ptr, False, 1, none64, none64, none32, none64, none32, none32, stack)
+        d_order, col_rows_ptr, False, 1, none64, none64, none32, none64, none32, none32, stack)
     if need:
         # Every column's rows sorted by the rank of their distinct footprint, stably (the accesses'
         # order): col_rows, their starts, and each row's place among its column's.
@@ -825,7 +820,7 @@ def _sweep(clock, acc_ptr, acc_k, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, fp_a
         for c in range(n_cols):
             for a in range(acc_ptr[c], acc_ptr[c + 1]):
                 for row in range(fp_ptr[acc_k[a]], fp_ptr[acc_k[a] + 1]):
-                    start[dist[row] + 1] += 1
+                    start[rank[dist[row]] + 1] += 1
         for i in range(n_dist):
             start[i + 1] += start[i]
         m_all = col_rows_ptr[n_cols]
@@ -835,15 +830,15 @@ def _sweep(clock, acc_ptr, acc_k, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, fp_a
         for c in range(n_cols):
             for a in range(acc_ptr[c], acc_ptr[c + 1]):
                 for row in range(fp_ptr[acc_k[a]], fp_ptr[acc_k[a] + 1]):
-                    at = start[dist[row]]
-                    start[dist[row]] += 1
+                    at = start[rank[dist[row]]]
+                    start[rank[dist[row]]] += 1
                     col_rows[at] = row
                     col_rows_lo[at] = _addr(fp_memory[row], fp_lo[row])
                     slot_of_row[row] = at - col_rows_ptr[c]
         n_out, truncated, need = _sweep_run(
             clock, acc_ptr, acc_k, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, fp_partition,
             fp_partitions, dist, d_lo, d_ptr, d_hi, d_write, linear_window, hits_per_access, out, pm_all, pm_w, rel,
-            col_rows_ptr, True, size, np.full(2 * size, -1, np.int64), np.full(2 * size, -1, np.int64), col_rows,
+            d_order, col_rows_ptr, True, size, np.full(2 * size, -1, np.int64), np.full(2 * size, -1, np.int64), col_rows,
             col_rows_lo, slot_of_row, np.empty(biggest, np.int32), stack)
     return out[:n_out], truncated
 
@@ -851,11 +846,11 @@ def _sweep(clock, acc_ptr, acc_k, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, fp_a
 @numba.njit(cache=True, _nrt=False)
 def _sweep_run(clock, acc_ptr, acc_k, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, fp_partition,
                fp_partitions, dist, d_lo, d_ptr, d_hi, d_write, linear_window, hits_per_access, out, pm_all, pm_w, rel,
-               col_rows_ptr, trees, size, all_tree, write_tree, col_rows, col_rows_lo, slot_of_row, row_k,
+               d_order, col_rows_ptr, trees, size, all_tree, write_tree, col_rows, col_rows_lo, slot_of_row, row_k,
                stack):
     """_sweep's search, into `out`: (candidates, truncated, False), or (0, False, True) as soon as a
-    window needs the trees when `trees` is False. rel[d], for the pair of columns at hand: distinct
-    footprint d meets one of the other column's that it could conflict with (spans only); rows of
+    window needs the trees when `trees` is False. rel[d], for the pair of columns at hand (d numbered
+    as dist gives it; d_order[i] is the i-th in sorted order's): distinct footprint d meets one of the other column's that it could conflict with (spans only); rows of
     the others never enter a tree or ask one. Allocates nothing (_nrt=False: no reference counting)."""
     n_cols = acc_ptr.shape[0] - 1
     max_candidates = out.shape[0]
@@ -874,13 +869,13 @@ def _sweep_run(clock, acc_ptr, acc_k, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, 
             any_t = False
             for i in range(d_ptr[t], d_ptr[t + 1]):
                 pm = pm_all if d_write[i] else pm_w
-                rel[i] = _meets(d_lo, pm, d_ptr[s], d_ptr[s + 1] - d_ptr[s], d_lo[i], d_hi[i])
-                any_t = any_t or rel[i]
+                rel[d_order[i]] = _meets(d_lo, pm, d_ptr[s], d_ptr[s + 1] - d_ptr[s], d_lo[i], d_hi[i])
+                any_t = any_t or rel[d_order[i]]
             any_s = False
             for i in range(d_ptr[s], d_ptr[s + 1]):
                 pm = pm_all if d_write[i] else pm_w
-                rel[i] = _meets(d_lo, pm, d_ptr[t], d_ptr[t + 1] - d_ptr[t], d_lo[i], d_hi[i])
-                any_s = any_s or rel[i]
+                rel[d_order[i]] = _meets(d_lo, pm, d_ptr[t], d_ptr[t + 1] - d_ptr[t], d_lo[i], d_hi[i])
+                any_s = any_s or rel[d_order[i]]
             if not (any_t and any_s):
                 continue
             # The window [lo_i, hi_i) of t's accesses; those in [lo_i, ins_i) are in the trees. An
