@@ -75,6 +75,7 @@ DMA_COPY = isa.BY_MNEMONIC["dma_copy"].opcode
 _ADDR_SHIFT = 48  # memory code << 48 | byte: one address line for the three memories
 _BYTE_MAX = (1 << _ADDR_SHIFT) - 1
 LINEAR_WINDOW = 24  # windows of at most this many accesses are searched one by one, larger ones by trees
+CONFLICT_TABLE_MAX = 1024  # up to this many distinct footprints, their conflicts are tabled (1 MiB at most)
 HITS_PER_ACCESS = 64  # candidate footprints one access may collect from one other stream
 MAX_CANDIDATES = 1 << 20  # candidate pairs collected in all before the search stops
 # From this many instructions, the vector clocks are computed in a second thread while this one hashes
@@ -219,7 +220,8 @@ def find_races(result: TimingResult, limit: int = 20) -> RaceReport:
             footprints.result()
     cand, truncated = _sweep(clock, g.acc_ptr, g.acc_k, g.acc_key, r.fp_ptr, r.fp_memory, r.fp_lo,
                              r.fp_hi, r.fp_access, r.fp_partition, r.fp_partitions, g.dist, g.d_lo, g.d_hi,
-                             g.d_write, g.d_ptr, g.d_order, g.rank, LINEAR_WINDOW, HITS_PER_ACCESS, MAX_CANDIDATES)
+                             g.d_write, g.d_ptr, g.d_order, g.rank, LINEAR_WINDOW, HITS_PER_ACCESS, MAX_CANDIDATES,
+                             CONFLICT_TABLE_MAX)
     a_k, a_row, b_k, b_row = cand.T
     exact = _Exact(result).check(a_k, a_row, b_k, b_row)
     a_k, a_row, b_k, b_row = a_k[exact], a_row[exact], b_k[exact], b_row[exact]
@@ -771,7 +773,7 @@ def _tree_set(tree, size, slot, value):
 @numba.njit(cache=True)
 def _sweep(clock, acc_ptr, acc_k, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, fp_partition,
            fp_partitions, dist, d_lo, d_hi, d_write, d_ptr, d_order, rank, linear_window, hits_per_access,
-           max_candidates):
+           max_candidates, conflict_table_max):
     """Candidate races: (a_k, a_row, b_k, b_row) with a on another stream than b, before b in time
     order, neither ordered before the other, their spans overlapping, at least one writing.
     Returns (the four arrays, truncated). The search is _sweep_run's; the trees (and each column's
@@ -795,6 +797,16 @@ def _sweep(clock, acc_ptr, acc_k, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, fp_a
             pm_all[i] = best_all
             pm_w[i] = best_w
     rel = np.zeros(n_dist, np.bool_)
+    # With few distinct footprints (a tiled program's), which pairs of them conflict (spans meet, one
+    # writes), in dist's numbering: a small window's rows are checked by one look-up each.
+    use_conf = n_dist <= conflict_table_max
+    conf = np.zeros((n_dist, n_dist) if use_conf else (1, 1), np.bool_)
+    if use_conf:
+        for x in range(n_dist):
+            i = rank[x]
+            for y in range(n_dist):
+                j = rank[y]
+                conf[x, y] = d_lo[i] < d_hi[j] and d_lo[j] < d_hi[i] and (d_write[i] or d_write[j])
     col_rows_ptr = np.zeros(n_cols + 1, np.int64)
     for c in range(n_cols):
         for a in range(acc_ptr[c], acc_ptr[c + 1]):
@@ -806,7 +818,7 @@ def _sweep(clock, acc_ptr, acc_k, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, fp_a
     n_out, truncated, need = _sweep_run(
         clock, acc_ptr, acc_k, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, fp_partition,
         fp_partitions, dist, d_lo, d_ptr, d_hi, d_write, linear_window, hits_per_access, out, pm_all, pm_w, rel,
-        d_order, col_rows_ptr, False, 1, none64, none64, none32, none64, none32, none32, stack)
+        d_order, conf, use_conf, col_rows_ptr, False, 1, none64, none64, none32, none64, none32, none32, stack)
     if need:
         # Every column's rows sorted by the rank of their distinct footprint, stably (the accesses'
         # order): col_rows, their starts, and each row's place among its column's.
@@ -838,16 +850,16 @@ def _sweep(clock, acc_ptr, acc_k, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, fp_a
         n_out, truncated, need = _sweep_run(
             clock, acc_ptr, acc_k, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, fp_partition,
             fp_partitions, dist, d_lo, d_ptr, d_hi, d_write, linear_window, hits_per_access, out, pm_all, pm_w, rel,
-            d_order, col_rows_ptr, True, size, np.full(2 * size, -1, np.int64), np.full(2 * size, -1, np.int64), col_rows,
-            col_rows_lo, slot_of_row, np.empty(biggest, np.int32), stack)
+            d_order, conf, use_conf, col_rows_ptr, True, size, np.full(2 * size, -1, np.int64),
+            np.full(2 * size, -1, np.int64), col_rows, col_rows_lo, slot_of_row, np.empty(biggest, np.int32), stack)
     return out[:n_out], truncated
 
 
 @numba.njit(cache=True, _nrt=False)
 def _sweep_run(clock, acc_ptr, acc_k, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, fp_access, fp_partition,
                fp_partitions, dist, d_lo, d_ptr, d_hi, d_write, linear_window, hits_per_access, out, pm_all, pm_w, rel,
-               d_order, col_rows_ptr, trees, size, all_tree, write_tree, col_rows, col_rows_lo, slot_of_row, row_k,
-               stack):
+               d_order, conf, use_conf, col_rows_ptr, trees, size, all_tree, write_tree, col_rows, col_rows_lo,
+               slot_of_row, row_k, stack):
     """_sweep's search, into `out`: (candidates, truncated, False), or (0, False, True) as soon as a
     window needs the trees when `trees` is False. rel[d], for the pair of columns at hand (d numbered
     as dist gives it; d_order[i] is the i-th in sorted order's): distinct footprint d meets one of the other column's that it could conflict with (spans only); rows of
@@ -905,7 +917,8 @@ def _sweep_run(clock, acc_ptr, acc_k, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, 
                 if hi_i - lo_i <= linear_window and ins_i <= lo_i:
                     # A small window (the usual case): look at its accesses one by one.
                     for rb in range(fp_ptr[kb], fp_ptr[kb + 1]):
-                        if not rel[dist[rb]]:
+                        db = dist[rb]
+                        if not rel[db]:
                             continue
                         wb = (fp_access[rb] & ACCESS_WRITE) != 0
                         lo_b = _addr(fp_memory[rb], fp_lo[rb])
@@ -914,9 +927,13 @@ def _sweep_run(clock, acc_ptr, acc_k, acc_key, fp_ptr, fp_memory, fp_lo, fp_hi, 
                         for i in range(lo_i, hi_i):
                             k = acc_k[i]
                             for ra in range(fp_ptr[k], fp_ptr[k + 1]):
-                                if (rel[dist[ra]] and (wb or (fp_access[ra] & ACCESS_WRITE) != 0)
-                                        and _addr(fp_memory[ra], fp_lo[ra]) < hi_b
-                                        and lo_b < _addr(fp_memory[ra], fp_hi[ra]) and found < hits_per_access
+                                if use_conf:
+                                    hit = conf[dist[ra], db]
+                                else:
+                                    hit = (rel[dist[ra]] and (wb or (fp_access[ra] & ACCESS_WRITE) != 0)
+                                           and _addr(fp_memory[ra], fp_lo[ra]) < hi_b
+                                           and lo_b < _addr(fp_memory[ra], fp_hi[ra]))
+                                if (hit and found < hits_per_access
                                         and _candidate(ra, rb, kb, k, s, clock, fp_memory, fp_partition,
                                                        fp_partitions)):
                                     if n_out == max_candidates:

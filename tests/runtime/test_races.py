@@ -333,11 +333,14 @@ def reference_races(r: TimingResult) -> set[frozenset[int]]:
     return races
 
 
-@pytest.mark.parametrize("window", [races.LINEAR_WINDOW, 0], ids=["small-windows-one-by-one", "trees-always"])
+@pytest.mark.parametrize(("window", "table"), [(races.LINEAR_WINDOW, races.CONFLICT_TABLE_MAX),
+                                               (races.LINEAR_WINDOW, 0), (0, races.CONFLICT_TABLE_MAX)],
+                         ids=["small-windows-conflicts-tabled", "small-windows-spans-compared", "trees-always"])
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_random_programs_agree_with_the_brute_force_reference(monkeypatch, window, data):
+def test_random_programs_agree_with_the_brute_force_reference(monkeypatch, window, table, data):
     monkeypatch.setattr(races, "LINEAR_WINDOW", window)
+    monkeypatch.setattr(races, "CONFLICT_TABLE_MAX", table)
     instrs = with_random_waits(data.draw, random_instructions(data.draw))
     r = time_program(by_engine(instrs), CFG)
     rep = find_races(r, limit=10_000)
