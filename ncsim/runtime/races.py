@@ -38,7 +38,8 @@ transfer's clock is its issue's plus its stream's column, so the DMA streams are
 each ordered pair of streams (s, t), the accesses of t that are unordered with an access b of s and
 come before it in time form a window of t's program order whose two ends only move forward as b
 advances. Footprints that cannot conflict with any of the other stream's (their spans meet none of a
-conflicting kind) are left out; a small window is searched access by access, a large one through
+conflicting kind) are left out; a small window is searched access by access (with few distinct
+footprints, which pairs of them conflict is tabled beforehand), a large one through
 max-segment-trees over t's footprints sorted by address (one of all footprints, one of writes),
 built when a window first needs them, which the window's accesses enter only when a query needs
 them. The work is O(streams x footprints x log footprints) plus the pairs found; candidate pairs
@@ -46,11 +47,15 @@ them. The work is O(streams x footprints x log footprints) plus the pairs found;
 offset difference). Everything before that reads the timing result's columns in place, with int32
 indices; the large arrays the kernels fill are allocated by numpy (huge pages: few page faults),
 and the hot loops (_walk, _sweep_run, _hash_rows) are compiled without reference counting; from
-_THREAD_FROM instructions the clocks are computed in a second thread while the footprints are
-hashed. On tools/bench_pipeline.py's 10^6-instruction program, measured side by side in fresh
-processes, the check took 0.15 s of CPU and about 100 bytes per instruction at its peak where
-building the graph (7.5 million edges, sorted) took 0.94-1.17 s and 746 bytes; on
-tools/bench_timing.py's 303 168 instructions 0.077 s where it took 0.146 s.
+_THREAD_FROM instructions a second thread finds each wait's edges, touches the clock matrix's pages
+and hashes the footprints while the first lists the semaphore updates and walks. On
+tools/bench_pipeline.py's 10^6-instruction program, measured side by side in fresh processes, the
+check took 0.15 s of CPU and about 100 bytes per instruction at its peak where building the graph
+(7.5 million edges, sorted) took 0.94-1.17 s and 746 bytes; on tools/bench_timing.py's 303 168
+instructions 0.077 s where it took 0.146 s. Walking the engines' chains only (not the DMA
+streams'), two passes over the instructions instead of four for the streams and accesses, no
+renumbering pass over the footprint rows, the conflict table and the second thread's share then
+took it from 0.137-0.144 s to 0.101-0.106 s (wall, a process's first run; CPU 0.16 -> 0.11-0.14 s).
 A search that hits its caps (HITS_PER_ACCESS, MAX_CANDIDATES) says so: `RaceReport.complete` is
 False.
 """
