@@ -214,14 +214,17 @@ def find_races(result: TimingResult, limit: int = 20) -> RaceReport:
         return RaceReport((), 0, True)
     r = result
     if result.count < _THREAD_FROM:
+        g.transfer_keys()
         clock = g.clocks()
         g.footprints()
-    else:  # a second thread finds each wait's edges, then hashes the footprints, while this one lists the
-        # semaphore updates, then walks the chains (the kernels release the GIL)
+    else:  # a second thread finds each wait's edges, then the transfers' keys, then hashes the footprints,
+        # while this one lists the semaphore updates, then walks the chains (the kernels release the GIL)
         with ThreadPoolExecutor(1) as pool:
             waits = pool.submit(g.waits)
+            keys = pool.submit(g.transfer_keys)
             footprints = pool.submit(g.footprints)
             clock = g.clocks(waits)
+            keys.result()
             footprints.result()
     cand, truncated = _sweep(clock, g.acc_ptr, g.acc_k, g.acc_key, r.fp_ptr, r.fp_memory, r.fp_lo,
                              r.fp_hi, r.fp_access, r.fp_partition, r.fp_partitions, g.dist, g.d_lo, g.d_hi,
@@ -298,10 +301,11 @@ class _Graph:
         # Streams: engines 0..4, then each (issuing engine, queue) of a transfer; the accesses
         # (instructions with footprints) by stream, one clock column per stream that has any, with
         # their active times and time keys (made monotone along the stream).
-        (self.dma_i, self.d_stream, self.d_active, keys, col_of_stream, self.acc_ptr, self.acc_k,
-         self.acc_key) = _streams(r.first, r.body, dma_body, queue_of_body, n_queues, r.fp_ptr, r.start, r.piece_ptr,
-                                  r.piece_start, _big(n, np.int32), _big(n, np.int32), _big(n, np.int64),
-                                  _big(n, np.int32), _big(n, np.int64))
+        # (the DMA streams' time keys and d_active come from `transfer_keys`).
+        (self.dma_i, self.d_stream, keys, col_of_stream, self.acc_ptr, self.acc_k,
+         self.acc_key) = _streams(r.first, r.body, dma_body, queue_of_body, n_queues, r.fp_ptr, r.start,
+                                  _big(n, np.int32), _big(n, np.int32), _big(n, np.int32), _big(n, np.int64))
+        self.d_active = _big(len(self.d_stream), np.int64)
         self.n_streams = n_eng + len(keys)
         self.stream_names = list(ENGINES) + [f"dma queue {int(x) % n_queues} from {ENGINES[int(x) // n_queues]}"
                                              for x in keys]
@@ -325,6 +329,12 @@ class _Graph:
         self.d_order = d_order.astype(np.int64)
         self.d_lo, self.d_hi, self.d_write = k_lo[d_order], k_hi[d_order], k_w[d_order]
         self.d_ptr = np.searchsorted(k_col[d_order], np.arange(self.n_cols + 1)).astype(np.int64)
+
+    def transfer_keys(self) -> None:
+        """d_active and the DMA streams' time keys (see _transfer_keys)."""
+        r = self.r
+        _transfer_keys(r.first, self.dma_i, r.start, r.piece_ptr, r.piece_start, self.col_of_stream, self.acc_ptr,
+                       self.acc_k, self.d_active, self.acc_key)
 
     def waits(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
         """The semaphore edges by waiting instruction (see _waits), and the clock matrix with its pages
@@ -390,15 +400,14 @@ def _big(shape, dtype) -> np.ndarray:
 
 
 @numba.njit(cache=True)
-def _streams(first, body, dma_body, queue_of_body, n_queues, fp_ptr, start, piece_ptr, piece_start, dma_i, d_stream,
-             d_active, acc_k, acc_key):
-    """The streams and their accesses, in two passes over the instructions: (dma_i, d_stream, d_active,
-    keys, col_of_stream, acc_ptr, acc_k, acc_key).
+def _streams(first, body, dma_body, queue_of_body, n_queues, fp_ptr, start, dma_i, d_stream, acc_k, acc_key):
+    """The streams and their accesses, in two passes over the instructions: (dma_i, d_stream, keys,
+    col_of_stream, acc_ptr, acc_k, acc_key), acc_key for the engines' columns only (the DMA streams'
+    are _transfer_keys').
 
     dma_i[k] is the dma_copy's number i in program order (-1 for other instructions); d_stream[i] its
     transfer's stream among the DMA streams, numbered in order of their keys (issuing engine *
-    n_queues + queue), `keys` those keys; d_active[i] when its accesses begin (its transfer's earliest
-    piece start; its start if it has no pieces). An engine instruction's accesses begin at its start.
+    n_queues + queue), `keys` those keys. An engine instruction's accesses begin at its start.
     The accesses (instructions with footprint rows) by column (the streams that have any, in stream
     order), in program order: acc_k and acc_key (when they begin, made monotone along the column).
     The arrays of n come from the caller (see _big) and are cut to their lengths."""
@@ -453,22 +462,42 @@ def _streams(first, body, dma_body, queue_of_body, n_queues, fp_ptr, start, piec
             if i >= 0:
                 st = n_eng + sid[e * n_queues + queue_of_body[body[k]]]
                 d_stream[i] = st - n_eng
-                a = start[k]
-                if piece_ptr[k + 1] > piece_ptr[k]:
-                    a = piece_start[piece_ptr[k]]
-                    for p in range(piece_ptr[k] + 1, piece_ptr[k + 1]):
-                        a = min(a, piece_start[p])
-                d_active[i] = a
             else:
                 st = e
-                a = start[k]
             if fp_ptr[k + 1] > fp_ptr[k]:
                 c = col_of_stream[st]
                 at = fill[c]
                 fill[c] += 1
                 acc_k[at] = k
-                acc_key[at] = a if at == acc_ptr[c] else max(a, acc_key[at - 1])
-    return dma_i, d_stream[:nd], d_active[:nd], keys, col_of_stream, acc_ptr, acc_k[:m], acc_key[:m]
+                if i < 0:
+                    a = start[k]
+                    acc_key[at] = a if at == acc_ptr[c] else max(a, acc_key[at - 1])
+    return dma_i, d_stream[:nd], keys, col_of_stream, acc_ptr, acc_k[:m], acc_key[:m]
+
+
+@numba.njit(cache=True, nogil=True)
+def _transfer_keys(first, dma_i, start, piece_ptr, piece_start, col_of_stream, acc_ptr, acc_k, d_active, acc_key):
+    """When each transfer's accesses begin, d_active[i] for the i-th dma_copy (its earliest piece's
+    start; its start if it has no pieces), and the time keys of the DMA streams' columns (made
+    monotone along each), which _streams leaves to this kernel: it reads every piece (6.6 million at
+    10^6 instructions), so it runs in the second thread beside the clocks."""
+    n_eng = first.shape[0] - 1
+    for k in range(first[n_eng]):
+        i = dma_i[k]
+        if i >= 0:
+            a = start[k]
+            if piece_ptr[k + 1] > piece_ptr[k]:
+                a = piece_start[piece_ptr[k]]
+                for p in range(piece_ptr[k] + 1, piece_ptr[k + 1]):
+                    a = min(a, piece_start[p])
+            d_active[i] = a
+    for st in range(n_eng, col_of_stream.shape[0]):
+        c = col_of_stream[st]
+        if c < 0:
+            continue
+        for at in range(acc_ptr[c], acc_ptr[c + 1]):
+            a = d_active[dma_i[acc_k[at]]]
+            acc_key[at] = a if at == acc_ptr[c] else max(a, acc_key[at - 1])
 
 
 @numba.njit(inline="always")
