@@ -47,15 +47,17 @@ them. The work is O(streams x footprints x log footprints) plus the pairs found;
 offset difference). Everything before that reads the timing result's columns in place, with int32
 indices; the large arrays the kernels fill are allocated by numpy (huge pages: few page faults),
 and the hot loops (_walk, _sweep_run, _hash_rows) are compiled without reference counting; from
-_THREAD_FROM instructions a second thread finds each wait's edges, touches the clock matrix's pages
-and hashes the footprints while the first lists the semaphore updates and walks. On
+_THREAD_FROM instructions a second thread finds each wait's edges, touches the clock matrix's pages,
+finds when each transfer's accesses begin and hashes the footprints while the first lists the
+semaphore updates and walks. On
 tools/bench_pipeline.py's 10^6-instruction program, measured side by side in fresh processes, the
 check took 0.15 s of CPU and about 100 bytes per instruction at its peak where building the graph
 (7.5 million edges, sorted) took 0.94-1.17 s and 746 bytes; on tools/bench_timing.py's 303 168
 instructions 0.077 s where it took 0.146 s. Walking the engines' chains only (not the DMA
 streams'), two passes over the instructions instead of four for the streams and accesses, no
-renumbering pass over the footprint rows, the conflict table and the second thread's share then
-took it from 0.137-0.144 s to 0.101-0.106 s (wall, a process's first run; CPU 0.16 -> 0.11-0.14 s).
+renumbering pass over the footprint rows, the conflict table and the second thread's larger share
+then took it from 0.137-0.144 s to 0.093-0.101 s (wall, a process's first run, two cores; CPU 0.16
+-> 0.11-0.15 s); tools/bench_pipeline.py's races row went from 0.155 to 0.089-0.095 s.
 A search that hits its caps (HITS_PER_ACCESS, MAX_CANDIDATES) says so: `RaceReport.complete` is
 False.
 """
