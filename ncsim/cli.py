@@ -453,7 +453,7 @@ def _write_pictures(timing: TimingResult, trace_path: str | None, timeline: str 
     if trace_path is not None:
         from ncsim.runtime.trace import LARGE_TRACE_BYTES, write_trace
 
-        size = _write(trace_path, lambda: write_trace(timing, trace_path, timing.obj))
+        size = _write(trace_path, lambda: write_trace(timing, trace_path, timing.program.obj))
         click.echo(f"trace{what}: {trace_path} ({size / 1e6:.1f} MB; open it in https://ui.perfetto.dev)")
         if size > LARGE_TRACE_BYTES:
             click.echo(f"note: the trace is over {LARGE_TRACE_BYTES / 1e6:.0f} MB; Perfetto may be slow to open it",
@@ -461,7 +461,7 @@ def _write_pictures(timing: TimingResult, trace_path: str | None, timeline: str 
     if timeline is not None:
         from ncsim.runtime.timeline import write_timeline
 
-        _write(timeline, lambda: write_timeline(timing, timeline, timing.obj))
+        _write(timeline, lambda: write_timeline(timing, timeline, timing.program.obj))
         click.echo(f"timeline{what}: {timeline}")
 
 

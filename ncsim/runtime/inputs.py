@@ -19,7 +19,7 @@ import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,15 +28,20 @@ from ncsim.asm.objfile import ObjectFile, TensorEntry
 from ncsim.errors import InputError
 from ncsim.numerics import from_f32, to_f32
 
+if TYPE_CHECKING:
+    from ncsim.program import Program
+
 INPUT_KINDS = ("in", "inout")
 OUTPUT_KINDS = ("out", "inout")
 
 
-def input_tensors(obj: ObjectFile) -> list[TensorEntry]:
+def input_tensors(obj: ObjectFile | Program) -> list[TensorEntry]:
+    """The inputs of an object or a decoded program (both keep the object's tensor list)."""
     return [t for t in obj.tensors if t.memory == "hbm" and t.kind in INPUT_KINDS]
 
 
-def output_tensors(obj: ObjectFile) -> list[TensorEntry]:
+def output_tensors(obj: ObjectFile | Program) -> list[TensorEntry]:
+    """The outputs of an object or a decoded program (both keep the object's tensor list)."""
     return [t for t in obj.tensors if t.memory == "hbm" and t.kind in OUTPUT_KINDS]
 
 

@@ -194,7 +194,7 @@ def run(program: str | Path | ObjectFile | Program, inputs: Mapping[str, Any] | 
 def save_outputs(path: str | Path, result: RunResult) -> None:
     """Write the outputs as an .npz, one array per output by name; bf16 and fp8 outputs are
     widened to float32 exactly (numpy cannot name the ml_dtypes types in a file)."""
-    tensors = {t.name: t for t in inputs_mod.output_tensors(result.obj)}
+    tensors = {t.name: t for t in inputs_mod.output_tensors(result.program)}
     arrays = {n: inputs_mod.as_saved(tensors[n], a) for n, a in result.outputs.items()}
     try:
         with open(path, "wb") as f:

@@ -60,7 +60,7 @@ def picture_format(path: str | Path) -> str:
 
 def write_timeline(result: TimingResult, path: str | Path, obj: ObjectFile | None = None) -> None:
     """Draw the run to `path`, a .png, .svg or .pdf by its extension. `obj`, the timed object, gives
-    the kernel's name for the title."""
+    the kernel's name for the title (without it, the program's, as the trace takes it)."""
     fmt = picture_format(path)
     from matplotlib import rc_context
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -167,7 +167,8 @@ def write_timeline(result: TimingResult, path: str | Path, obj: ObjectFile | Non
     legend += [Patch(color=_SEM_COLOUR, label="waiting on semaphores"), Patch(color=_PORT_COLOUR, label="waiting on a port")]
     legend += [Patch(color=dir_colour[d], label=f"DMA {Memory(d[0]).label}->{Memory(d[1]).label}") for d in directions]
     ax.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    kernel = obj.kernel if obj is not None else "kernel"
+    prog = result.program
+    kernel = obj.kernel if obj is not None else prog.kernel if prog._given is None else "kernel"
     fig.suptitle(f"{kernel}: {result.total_ns / 1000:,.3f} µs ({result.total_ticks:,} ticks at"
                  f" {cfg.tick_hz / 1e9:g} GHz), {result.count:,} instructions, {len(tr.instr):,} DMA transfers",
                  x=0.07, ha="left", fontsize=11)

@@ -209,6 +209,25 @@ def test_cli_run_saves_and_checks(cli, tmp_path):  # noqa: F811
     assert res.code == 1 and "the .npz holds ['y', 'z'], none named 'x1'" in res.err
 
 
+def test_cli_run_of_a_source_never_encodes_it_again(cli, tmp_path, monkeypatch):  # noqa: F811
+    """The assembler's program keeps no words (ncsim.program); saving the outputs, the trace and the
+    timeline take the tensors and the kernel's name from the program instead of asking for an object,
+    which encoded every instruction again (two of ncsim run giou.s --trace's kernel loads)."""
+    from ncsim.program import Program
+
+    def refuse(self):
+        raise AssertionError("encoded again")
+
+    monkeypatch.setattr(Program, "encoded", refuse)
+    write(tmp_path, "add.s", ADD)
+    write(tmp_path, "add.py", SIDECAR)
+    res = cli("run", "add.s", "--trace", "--timeline", "add.png")
+    assert res.code == 0, res.err
+    assert sorted(np.load(tmp_path / "add.npz").files) == ["y", "z"]
+    meta = json.loads((tmp_path / "add.trace.json").read_text())["otherData"]
+    assert meta["kernel"] == "add" and (tmp_path / "add.png").stat().st_size > 0
+
+
 def test_cli_mismatch_exits_3(cli, tmp_path):  # noqa: F811
     write(tmp_path, "add.s", ADD)
     write(tmp_path, "add.py", SIDECAR.replace('"z": y * y', '"z": y'))
