@@ -356,13 +356,9 @@ def run_pipeline(text: str, tmp: Path, skip: set[str], values_max: int,
 def measure_size(target: int, skip: set[str], values_max: int, huge_pages: bool = False) -> dict[str, Any]:
     blocks = blocks_for(target)
     if not huge_pages:
-        from ncsim.runtime.heap import _huge_pages_switch
+        from ncsim.runtime.heap import huge_pages_off
 
-        switch = _huge_pages_switch()
-        if switch is not None:
-            switch(False)
-        else:
-            huge_pages = True  # this numpy has no switch: its advice stays
+        huge_pages = not huge_pages_off()  # True where this numpy has no switch: its advice stays
     with tempfile.TemporaryDirectory(prefix="bench_pipeline_") as tmp_name:
         tmp = Path(tmp_name)
         t0 = time.perf_counter()

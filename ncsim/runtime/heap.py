@@ -36,6 +36,16 @@ def _huge_pages_switch() -> Any:
     return getattr(getattr(getattr(np, "_core", None), "multiarray", None), "_set_madvise_hugepage", None)
 
 
+def huge_pages_off() -> bool:
+    """numpy gives no huge-page advice from now on, in this process; False if this numpy has no switch
+    (its advice then stays)."""
+    switch = _huge_pages_switch()
+    if switch is None:
+        return False
+    switch(False)
+    return True
+
+
 @contextmanager
 def small_pages() -> Iterator[None]:
     """Arrays allocated inside come without numpy's huge-page advice; the setting is restored after.
@@ -69,9 +79,7 @@ def keep_freed_memory() -> None:
     if _kept:
         return
     _kept = True
-    switch = _huge_pages_switch()
-    if switch is not None:
-        switch(False)
+    huge_pages_off()
     try:
         import ctypes
 
