@@ -793,6 +793,7 @@ def _render(buf, events, i, group_first, ops_ptr, ops, data, base, rows, bound, 
         i += 1
     return i, used
 
+
 def _floats(values: np.ndarray, events: _Events) -> np.ndarray:
     """Snippets of the values formatted with 3 decimals (as f"{x:.3f}"), once per distinct value."""
     distinct, inverse = np.unique(np.asarray(values, np.float64), return_inverse=True)
