@@ -96,11 +96,16 @@ class TransferPlan:
         return f"{head}; {body}{cap}"
 
 
+def _lanes(config: Config) -> int:
+    """Partition lanes per DMA engine: pmax / dma_engines, 8 (DMA overview)."""
+    return -(-config.pmax // config.dma_engines)
+
+
 def _at(piece: Piece, config: Config) -> str:
     """What set a piece's efficiency: its chunks (buffer level) or its bytes per lane (transfer level)."""
     if config.dma_efficiency(piece.chunk_bytes) <= piece.efficiency:
         return f"{piece.chunk_bytes} B chunks"
-    lanes = -(-config.pmax // config.dma_engines)
+    lanes = _lanes(config)
     return f"{piece.nbytes / lanes:g} B per lane of a {piece.nbytes} B transfer"
 
 
@@ -130,14 +135,13 @@ def plan_transfer(dst: AccessPattern, src: AccessPattern, queue: int, config: Co
     run = min(contiguous_run(src), contiguous_run(dst))
     on_chip = dst if dst.on_chip else src if src.on_chip else None
     engines = config.dma_engines
+    lanes = _lanes(config)  # partition lanes per DMA engine, as in a 128-partition transfer
     if on_chip is None:  # HBM to HBM: equal runs of the elements
         n = min(total, engines)
         sizes = [total * (i + 1) // n - total * i // n for i in range(n)]
-    else:  # blocks of `per` consecutive partitions, block k on DMA engine k
+    else:  # blocks of `lanes` consecutive partitions, block k on DMA engine k
         rows, per_row = on_chip.partitions, total // on_chip.partitions
-        per = -(-config.pmax // engines)  # 8 partition lanes per DMA engine (DMA overview)
-        sizes = [min(per, rows - b) * per_row for b in range(0, rows, per)]
-    lanes = -(-config.pmax // engines)  # partition lanes per DMA engine in a 128-partition transfer
+        sizes = [min(lanes, rows - b) * per_row for b in range(0, rows, lanes)]
     pieces = []
     for i, elements in enumerate(sizes):
         chunk = min(run, elements) * width
