@@ -253,7 +253,7 @@ class Program:
                 raise
         if columns.bad >= 0:
             k = columns.bad
-            e = int(np.searchsorted(first, k, side="right") - 1)
+            e = prog.engine_of(k)
             _raise_at(words, word_first, first, _position(words, word_first[e], k - int(first[e])), k, name)
         return prog
 
