@@ -309,10 +309,15 @@ def union_length(intervals: list[tuple[int, int]]) -> int:
 
 def simple_prev_piece(r: TimingResult) -> list[int]:
     """The piece each piece's DMA engine took before it, in order of (start, index); -1 if none."""
-    prev, last_on = [-1] * r.pieces, {}
-    for h in np.argsort(r.piece_start, kind="stable").tolist():
-        prev[h] = last_on.get(int(r.piece_engine[h]), -1)
-        last_on[int(r.piece_engine[h])] = h
+    return simple_prev(r.piece_start, r.piece_engine)
+
+
+def simple_prev(start: np.ndarray, engine: np.ndarray) -> list[int]:
+    """The item each item's engine took before it, in order of (start, index); -1 if none."""
+    prev, last_on = [-1] * len(start), {}
+    for h in np.argsort(start, kind="stable").tolist():
+        prev[h] = last_on.get(int(engine[h]), -1)
+        last_on[int(engine[h])] = h
     return prev
 
 
@@ -480,10 +485,7 @@ def test_pieces_in_runs_are_visited_in_order_of_start_and_index(copies, streams)
     m = len(starts)
     runs = np.array([piece_ptr[stream_of.index(s)] if s in stream_of else m for s in range(streams)] + [m], np.int64)
     engine = body_engine  # piece h is row h
-    simple, last_on = [-1] * m, {}
-    for h in np.argsort(start, kind="stable").tolist():
-        simple[h] = last_on.get(int(engine[h]), -1)
-        last_on[int(engine[h])] = h
+    simple = simple_prev(start, engine)
     for runs_, order in ((np.maximum.accumulate(runs), _EMPTY), (np.array([0, m]), np.argsort(start, kind="stable"))):
         prev = np.empty(m, np.int32)
         ok, ticks, last, moved, lo, hi = _by_start(runs_, order, piece_ptr, np.array(instr, np.int64),
@@ -504,7 +506,8 @@ def test_the_report_is_the_same_with_its_second_thread(monkeypatch):
         monkeypatch.setattr(report_module, "_THREAD_FROM", 10**12)
         alone = report(r)
         monkeypatch.setattr(report_module, "_THREAD_FROM", 0)
-        assert report(r) == alone and report(r).format() == alone.format()
+        threaded = report(r)
+        assert threaded == alone and threaded.format() == alone.format()
 
 
 def test_the_engine_table_keeps_its_columns_apart_past_a_second():
