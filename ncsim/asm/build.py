@@ -466,8 +466,9 @@ def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
         word_start[lo:lo + step] = sizes
         word_first[1:] += np.bincount(engine[lo:lo + step], weights=sizes, minlength=len(ENGINES)).astype(np.int64)
     for g, parts in blobs.items():
-        word_first[1 + engine[g]] += sum(len(b) for b in parts) // 8 - word_start[g]
-        word_start[g] = sum(len(b) for b in parts) // 8
+        nwords = sum(len(b) for b in parts) // 8
+        word_first[1 + engine[g]] += nwords - word_start[g]
+        word_start[g] = nwords
     np.cumsum(word_first, out=word_first)
     total_words = int(word_first[-1])
     done = word_first[:-1].copy()  # per engine, the words laid out so far
