@@ -31,7 +31,7 @@ from ncsim.asm.objfile import ObjectFile
 from ncsim.errors import NcsimError
 from ncsim.memory.access import Memory
 from ncsim.runtime.timing import TimingResult
-from ncsim.runtime.trace import ENGINE_TRACKS, lanes, live_bytes, transfers
+from ncsim.runtime.trace import ENGINE_TRACKS, kernel_name, lanes, live_bytes, transfers
 
 _SEM_COLOUR = "#7f7f7f"  # tab10 grey and red: left out of the mnemonics' palette
 _PORT_COLOUR = "#d62728"
@@ -167,8 +167,7 @@ def write_timeline(result: TimingResult, path: str | Path, obj: ObjectFile | Non
     legend += [Patch(color=_SEM_COLOUR, label="waiting on semaphores"), Patch(color=_PORT_COLOUR, label="waiting on a port")]
     legend += [Patch(color=dir_colour[d], label=f"DMA {Memory(d[0]).label}->{Memory(d[1]).label}") for d in directions]
     ax.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    prog = result.program
-    kernel = obj.kernel if obj is not None else prog.kernel if prog._given is None else "kernel"
+    kernel = kernel_name(result, obj, "kernel")
     fig.suptitle(f"{kernel}: {result.total_ns / 1000:,.3f} µs ({result.total_ticks:,} ticks at"
                  f" {cfg.tick_hz / 1e9:g} GHz), {result.count:,} instructions, {len(tr.instr):,} DMA transfers",
                  x=0.07, ha="left", fontsize=11)

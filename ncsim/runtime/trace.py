@@ -193,6 +193,15 @@ def transfers(result: TimingResult) -> Transfers:
     )
 
 
+def kernel_name(result: TimingResult, obj: ObjectFile | None, default: str) -> str:
+    """The kernel's name for a trace or picture of the run: `obj`'s, else the timed program's unless
+    it was built from Python Instructions (it then has none of its own), else `default`."""
+    if obj is not None:
+        return obj.kernel
+    prog = result.program
+    return prog.kernel if prog._given is None else default
+
+
 def lanes(queue: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Lane of each interval inside its queue: the first lane whose last interval ended by `start`
     (greedy in order of start, which uses the fewest lanes); intervals of one lane never overlap."""
@@ -828,9 +837,7 @@ def _chunks(result: TimingResult, obj: ObjectFile | None, buffers: int = 1,
     hz = cfg.tick_hz
     n = result.count
     full = n <= FULL_ARGS_MAX
-    prog = result.program
-    kernel = obj.kernel if obj is not None else prog.kernel if prog._given is None else ""
-    other = {"kernel": kernel, "simulator": "ncsim", "core": PROCESS, "tick_hz": hz,
+    other = {"kernel": kernel_name(result, obj, ""), "simulator": "ncsim", "core": PROCESS, "tick_hz": hz,
              "total_ticks": int(result.total_ticks), "total_ns": round(result.total_ns, 3),
              "time": "ts: the start exact to the ps; dur: the end rounded to the ns as Perfetto does, minus"
                      " the start likewise; exact ticks in args start_tick/end_tick"}
