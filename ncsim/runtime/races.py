@@ -278,7 +278,7 @@ def _race(result: TimingResult, g: _Graph, a: tuple[int, int], b: tuple[int, int
 
 
 def _access(result: TimingResult, g: _Graph, k: int, row: int) -> Access:
-    e = int(np.searchsorted(result.first, k, side="right")) - 1
+    e = result.program.engine_of(k)
     return Access(k, ENGINES[e], k - int(result.first[e]), result.mnemonic(k), g.stream_name(k),
                   bool(result.fp_access[row] & ACCESS_WRITE), result.loc(k), result.ns(int(g.active(k))),
                   result.ns(g.active_end(k)))
@@ -375,7 +375,7 @@ class _Graph:
     def stream_name(self, k: int) -> str:
         i = int(self.dma_i[k])
         if i < 0:
-            return ENGINES[int(np.searchsorted(self.r.first, k, side="right")) - 1]
+            return ENGINES[self.r.program.engine_of(k)]
         return self.stream_names[len(ENGINES) + int(self.d_stream[i])]
 
     def active(self, k):
