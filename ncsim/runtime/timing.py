@@ -418,7 +418,7 @@ class _Flat:
     body_de_row: np.ndarray  # [body x DMA engines + DMA engine] the body's first row on that DMA engine, or -1
     body_q_ptr: np.ndarray  # per body (CSR into body_q): the DMA queue numbers its pieces use
     body_q: np.ndarray
-    row_offsets: np.ndarray | None = None  # [row] its place among its body's pieces (None: all are rows)
+    row_offsets: np.ndarray  # [row] its place among its body's pieces (_lockstep keeps some rows of each body)
 
 
 _BODY_COLUMNS = ("kind", "ticks", "overhead_ticks", "tiny", "start_ticks", "tiny_ticks", "load_stationary_ticks",
@@ -467,8 +467,10 @@ def _flatten(prog: Program, config: Config) -> _Flat:
                 queues.append(rows[row][1])
         body_q += queues
         body_q_ptr[i + 1] = len(body_q)
+    row_offsets = np.arange(len(rows), dtype=np.int64) - np.repeat(body_piece_ptr[:-1], np.diff(body_piece_ptr))
     return _Flat(body, dependent, costs, body_opcode, table, sems, fp, piece_ptr, body_piece_ptr, piece_table,
-                 np.array(caps, np.float64), row_next, body_de_row, body_q_ptr, np.array(body_q, np.int64))
+                 np.array(caps, np.float64), row_next, body_de_row, body_q_ptr, np.array(body_q, np.int64),
+                 row_offsets)
 
 
 def _links(piece_table: np.ndarray, body_piece_ptr: np.ndarray, n_dma: int) -> tuple[np.ndarray, np.ndarray]:
@@ -488,14 +490,6 @@ def _links(piece_table: np.ndarray, body_piece_ptr: np.ndarray, n_dma: int) -> t
                 body_de_row[i * n_dma + de] = row
             last[de] = row
     return row_next, body_de_row
-
-
-def _row_offsets(flat: _Flat) -> np.ndarray:
-    """[row] its place among its body's pieces."""
-    if flat.row_offsets is not None:
-        return flat.row_offsets
-    counts = np.diff(flat.body_piece_ptr)
-    return np.arange(len(flat.piece_table), dtype=np.int64) - np.repeat(flat.body_piece_ptr[:-1], counts)
 
 
 # --------------------------------------------------------------------------- the scheduler
@@ -1029,7 +1023,7 @@ def _schedule(prog: Program, flat: _Flat, config: Config, profile: dict[str, flo
             f.piece_ptr, f.body_piece_ptr, table[:, 1].copy(), table[:, 2].astype(np.float64),
             f.piece_cap, table[:, 3] / np.maximum(table[:, 2], 1), f.row_next, f.body_de_row,
             f.body_q_ptr, f.body_q, _des_of(f, n_dma), dma_latency_ticks(config),
-            config.hbm_bandwidth / config.tick_hz, hist_ptr, mult, _row_offsets(f),
+            config.hbm_bandwidth / config.tick_hz, hist_ptr, mult, f.row_offsets,
             avail, ready, start, end, done, extra, flags, p_start, p_end, e_sig, e_wait, e_sem, h_time, h_rate,
             *state, counts)
         return state, status, info, t
@@ -1120,9 +1114,8 @@ def _lockstep(flat: _Flat, n_dma: int) -> tuple[_Flat, np.ndarray] | None:
     body_piece_ptr = np.zeros(len(counts) + 1, np.int64)
     np.cumsum(np.bincount(row_body[kept], minlength=len(counts)), out=body_piece_ptr[1:])
     row_next, body_de_row = _links(one, body_piece_ptr, len(first))
-    offsets = kept - flat.body_piece_ptr[row_body[kept]]  # each kept row's place among its body's rows
     return replace(flat, body_piece_ptr=body_piece_ptr, piece_table=one, piece_cap=cap[kept].copy(),
-                   row_next=row_next, body_de_row=body_de_row, row_offsets=offsets), mult
+                   row_next=row_next, body_de_row=body_de_row, row_offsets=flat.row_offsets[kept]), mult
 
 
 def _bits(members: Iterable[int], n_dma: int) -> np.ndarray:
