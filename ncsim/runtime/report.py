@@ -370,10 +370,7 @@ def _report(r: TimingResult, pool: ThreadPoolExecutor | None) -> Report:
     dir_of_body = np.full(len(costs), -1, np.int64)
     for b in moving:
         dir_of_body[b] = pairs.index((int(costs[b].transfer.src), int(costs[b].transfer.dst)))
-    plans = [c.transfer.pieces if c.transfer is not None else () for c in costs]
-    body_ptr = np.zeros(len(costs) + 1, np.int64)
-    body_ptr[1:] = np.cumsum([len(ps) for ps in plans])
-    body_engine = np.array([p.engine for ps in plans for p in ps], np.int64)
+    body_ptr, body_engine = _piece_engines(costs)
 
     # Per piece, in order of start: the time some piece of each direction moved, all of them did,
     # the DMA engines' time, and the piece each piece waited for (the critical path's).
@@ -457,6 +454,15 @@ def _gpsimd(r: TimingResult) -> tuple[tuple[int, ...], np.ndarray]:
 
     ks, ticks, blocks = call_runs(r)
     return (tuple(int(t) for t in ticks.sum(axis=0)) if len(ks) else ()), blocks.sum(axis=0)
+
+
+def _piece_engines(costs) -> tuple[np.ndarray, np.ndarray]:
+    """(body_ptr, body_engine): the DMA engine of each piece of each body's transfer, as CSR (body b's
+    are body_engine[body_ptr[b]:body_ptr[b + 1]]; none for a body without a transfer)."""
+    plans = [c.transfer.pieces if c.transfer is not None else () for c in costs]
+    body_ptr = np.zeros(len(costs) + 1, np.int64)
+    body_ptr[1:] = np.cumsum([len(ps) for ps in plans])
+    return body_ptr, np.array([p.engine for ps in plans for p in ps], np.int64)
 
 
 def _order(starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -29,6 +29,7 @@ from ncsim.runtime.report import (
     _busy,
     _by_start,
     _order,
+    _piece_engines,
     _runs,
     _union_length,
     report,
@@ -403,9 +404,7 @@ def test_every_program_reports_what_the_simple_way_computes(path):
 def test_each_way_of_ordering_the_pieces_gives_the_same(data):
     """The pieces merged from each stream's (if in order), from their ascending runs, or sorted."""
     r = time_program(random_program(data.draw), CFG)
-    plans = [c.transfer.pieces if c.transfer is not None else () for c in r.body_cost]
-    body_ptr = np.concatenate(([0], np.cumsum([len(ps) for ps in plans]))).astype(np.int64)
-    body_engine = np.array([p.engine for ps in plans for p in ps], np.int64)
+    body_ptr, body_engine = _piece_engines(r.body_cost)
     pairs = sorted({(int(a), int(b)) for a, b in zip(r.piece_src, r.piece_dst, strict=True)})
     dir_of_body = np.full(len(r.body_cost), -1, np.int64)
     for b, c in enumerate(r.body_cost):
