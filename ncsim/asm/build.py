@@ -84,7 +84,7 @@ def give_back(n: int) -> None:
         return
     from ncsim.runtime import heap  # the `ncsim` command may have chosen to keep freed memory for speed
 
-    if getattr(heap, "_kept", False):  # (docs/running.md): then the assembler does not undo that
+    if heap.keeps_freed_memory():  # (docs/running.md): then the assembler does not undo that
         return
     _TRIM(0)  # about 3 ms on that program (a gc.collect first would take 30 and free nothing more)
 

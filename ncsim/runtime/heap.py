@@ -63,6 +63,11 @@ def small_pages() -> Iterator[None]:
         switch(before)
 
 
+def keeps_freed_memory() -> bool:
+    """Whether this process asked to keep freed memory (keep_freed_memory ran)."""
+    return _kept
+
+
 def keep_freed_memory() -> None:
     """Once per process: glibc keeps what is freed (mallopt M_MMAP_MAX 0, M_TRIM_THRESHOLD 1 GiB), and
     numpy gives no huge-page advice (see the module's docstring). The advice, measured in
