@@ -394,10 +394,11 @@ class _Graph:
 # --------------------------------------------------------------------------- numba kernels
 
 def _big(shape, dtype) -> np.ndarray:
-    """An array for a kernel to fill, allocated by numpy rather than inside the kernel: numpy asks
-    the kernel for transparent huge pages on large arrays (madvise), so filling 32 MB costs 16 page
-    faults instead of 8192, where numba's allocator takes plain pages; at 10^6 instructions the check
-    took 21,000 page faults before."""
+    """An array for a kernel to fill, allocated by numpy rather than inside the kernel: where numpy's
+    huge-page advice is on (a library user's default; the ncsim command turns it off, see
+    ncsim.runtime.heap), numpy asks the kernel for transparent huge pages on large arrays (madvise),
+    so filling 32 MB costs 16 page faults instead of 8192, where numba's allocator takes plain pages;
+    at 10^6 instructions the check took 21,000 page faults before."""
     return np.empty(shape, dtype)
 
 
