@@ -73,7 +73,7 @@ from ncsim.errors import ObjectFileError, SourceLoc
 from ncsim.memory.access import AccessPattern, Immediate
 
 if TYPE_CHECKING:
-    from ncsim.asm.build import Encoded
+    from ncsim.asm.build import Blocks, Encoded
     from ncsim.config import Config
 
 ENGINES = isa.ENGINES
@@ -201,6 +201,32 @@ class Program:
         return prog
 
     @classmethod
+    def from_blocks(cls, blocks: Blocks, kernel: str, files: Sequence[str], tensors: Sequence[TensorEntry],
+                    name: str = "<program>", semaphores: Mapping[int, str] | None = None,
+                    gpsimd: Sequence[Any] = ()) -> Program:
+        """The assembler's words a block at a time (`ncsim.asm.build.Blocks`), each read as it comes and
+        dropped: the program's words are never whole in memory. Columns, bodies and bytes are those
+        from_encoded and from_object give for the same program."""
+        reader = _Reader(blocks.count, blocks.waits, blocks.signals, blocks.patterns, blocks.footprints,
+                         _ptr_dtype(blocks.words))
+        first = np.zeros(len(ENGINES) + 1, np.int64)
+        for e, words in blocks:
+            status, _ = reader.feed(words, 0, len(words), e)
+            if status:
+                raise AssertionError(f"the assembler encoded a malformed {ENGINES[e]} instruction (status {status})")
+            first[e + 1] = reader.count
+            del words
+        np.maximum.accumulate(first, out=first)
+        columns = reader.columns()
+        if columns.bad >= 0 or reader.count != blocks.count:
+            raise AssertionError(f"the assembler encoded a malformed instruction ({columns.bad})")
+        assert blocks.src is not None
+        prog = cls._made(kernel, list(files), list(tensors), name, None, None, first, columns, *blocks.src)
+        prog.semaphores = dict(semaphores or {})
+        prog.link_gpsimd(gpsimd)
+        return prog
+
+    @classmethod
     def from_instructions(cls, streams: Mapping[str, Sequence[Instruction]], name: str = "<program>",
                           kernel: str = "kernel", tensors: Sequence[TensorEntry] = ()) -> Program:
         """{engine: [Instruction, ...]} built in Python; their `loc`s are their source places."""
@@ -230,17 +256,14 @@ class Program:
         return cls.from_instructions(program, name)
 
     @classmethod
-    def _made(cls, kernel: str, files: list[str], tensors: list[TensorEntry], name: str, words: np.ndarray,
-              word_first: np.ndarray, first: np.ndarray, columns: _Columns, src_file: np.ndarray,
+    def _made(cls, kernel: str, files: list[str], tensors: list[TensorEntry], name: str, words: np.ndarray | None,
+              word_first: np.ndarray | None, first: np.ndarray, columns: _Columns, src_file: np.ndarray,
               src_line: np.ndarray, src_col: np.ndarray) -> Program:
         """The program of the columns _columns read from `words`, the first instruction of each body
-        decoded; the words are not kept."""
+        decoded; the words are not kept (None: read a block at a time, by from_blocks, whose errors are
+        the assembler's, said as they are)."""
         reps, rpos = columns.reps, columns.rpos
-        rep_size = ((words[rpos] >> np.uint64(32)) & np.uint64(0xFFFF)).astype(np.int64) // 8
-        body_pos = np.zeros(len(reps) + 1, np.int64)
-        np.cumsum(rep_size, out=body_pos[1:])
-        body_words = np.concatenate([words[p:p + z] for p, z in zip(rpos.tolist(), rep_size.tolist())]
-                                    + [np.zeros(0, np.uint64)]).astype(np.uint64)
+        body_words, body_pos = columns.body_words, columns.body_pos
         i32 = np.int32
         prog = cls(kernel, files, tensors, name, first, src_file=np.asarray(src_file, i32),
                    src_line=np.asarray(src_line, i32), src_col=np.asarray(src_col, i32), body_first=reps,
@@ -249,9 +272,11 @@ class Program:
             try:
                 prog._bodies.append(prog._decode(b))
             except ObjectFileError:
+                if words is None or word_first is None:
+                    raise
                 _raise_at(words, word_first, first, rpos[b], k, name)  # again over the whole stream, for the offset
                 raise
-        if columns.bad >= 0:
+        if columns.bad >= 0 and words is not None and word_first is not None:
             k = columns.bad
             e = prog.engine_of(k)
             _raise_at(words, word_first, first, _position(words, word_first[e], k - int(first[e])), k, name)
@@ -497,12 +522,15 @@ _COLUMNS = ("opcode", "body", "wait_ptr", "wait_sem", "wait_op", "wait_value", "
 
 @dataclass
 class _Columns:
-    """What _read found: the columns _COLUMNS names; reps[b], rpos[b]: body b's first instruction and its word; bad: the first
-    instruction whose semaphore entries or pattern offsets are malformed, or -1."""
+    """What _read found: the columns _COLUMNS names; reps[b], rpos[b]: body b's first instruction and its
+    word (in the words it was read from); body_words / body_pos: each body's first instruction's words,
+    back to back; bad: the first instruction whose semaphore entries or pattern offsets are malformed, or -1."""
 
     arrays: list[np.ndarray]
     reps: np.ndarray
     rpos: np.ndarray
+    body_words: np.ndarray
+    body_pos: np.ndarray
     bad: int
 
 
@@ -514,53 +542,97 @@ def _ptr_dtype(words: int) -> type:
     return np.int32 if words < 2**31 - 1 else np.int64
 
 
+class _Reader:
+    """_read's columns, tables and counts, for a program read a piece of words at a time (`feed`) and
+    then cut to what was written (`columns`). The columns are allocated for at most n instructions,
+    `waits` waits, `signals` signals, `patterns` access patterns and `footprints` footprints (_read
+    stops at an instruction that would not fit), untouched where not written; the bodies' tables start at _BODIES rows and grow x8 when
+    full (`grow`), the pieces read so far kept."""
+
+    def __init__(self, n: int, waits: int, signals: int, patterns: int, footprints: int, ptr: type):
+        e = np.empty
+        self.arrays = [e(n, np.uint8), e(n, np.int32),  # opcode, body
+                       e(n + 1, ptr), e(waits, np.int16), e(waits, np.int8), e(waits, np.int64),  # waits
+                       e(n + 1, ptr), e(signals, np.int16), e(signals, np.int8), e(signals, np.int64),  # signals
+                       e(n + 1, ptr), e(footprints, np.int8), e(footprints, np.int16), e(footprints, np.int16),
+                       e(footprints, np.int64), e(footprints, np.int64), e(footprints, np.int8),  # footprints
+                       e(n + 1, ptr), e(patterns, np.int64)]  # patterns
+        for k in (2, 6, 10, 17):
+            self.arrays[k][0] = 0
+        self.st = np.zeros(8, np.int64)
+        self.st[6] = -1
+        self.mru = np.full((256, _MRU), -1, np.int64)
+        self.cap = 0
+        self._tables(_BODIES)
+
+    def _tables(self, cap: int) -> None:
+        """Body tables of `cap` rows, what the smaller ones held copied in."""
+        old, nb = self.cap, int(self.st[5])
+        tab = _tables()
+        words = int(tab.fixed_words.max()) + 16  # an instruction's words, at most (_read: 8 waits, 8 signals)
+        grown = [np.zeros((cap, _MAX_AP), np.int64) for _ in range(5)] + [
+            np.empty(cap, np.uint64), np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap + 1, np.int64),
+            np.empty(cap * words, np.uint64)]  # rhash, reps, rpos, spos, store
+        if old:
+            for a, b in zip(grown, self.per_body + [self.rhash, self.reps, self.rpos, self.spos, self.store]):
+                a[:len(b)] = b
+        self.per_body = grown[:5]
+        self.rhash, self.reps, self.rpos, self.spos, self.store = grown[5:]
+        if not old:
+            self.spos[0] = 0
+        self.table = np.full(2 * cap, -1, np.int64)
+        _rehash(self.rhash, nb, self.table)
+        self.cap = cap
+
+    def feed(self, words: np.ndarray, lo: int, end: int, e: int) -> tuple[int, int]:
+        """Read words[lo:end], a piece of stream e, after what was read before: (0, end), or (status,
+        word) of a malformed header (1) or an instruction encoded for another engine (2) at that word."""
+        tab = _tables()
+        while True:
+            status, p = _read(words, lo, end, e, *self.arrays[:2], self.reps, self.rpos, *self.arrays[2:], *self.per_body, self.rhash,
+                              self.table, self.mru, self.store, self.spos, self.st, tab.fixed_words, tab.key_mask,
+                              tab.ap_off, tab.ap_access, tab.ap_count, tab.sem_operand, tab.itemsize)
+            if status == 4:
+                raise AssertionError(f"_read's columns were allocated for fewer rows (counts {self.st.tolist()})")
+            if status != 3:
+                return int(status), int(p)
+            self._tables(self.cap * 8)
+            lo = p
+
+    @property
+    def count(self) -> int:
+        return int(self.st[0])
+
+    def columns(self) -> _Columns:
+        """The columns cut to what was written: in place (realloc; no copy, the pages past it go back)."""
+        count, waits, signals, patterns, footprints, bodies, bad, stored = self.st.tolist()
+        for column, length in zip(self.arrays, (count, count, count + 1, waits, waits, waits, count + 1, signals,
+                                                signals, signals, count + 1, footprints, footprints, footprints,
+                                                footprints, footprints, footprints, count + 1, patterns)):
+            column.resize(length, refcheck=False)
+        return _Columns(self.arrays, self.reps[:bodies].copy(), self.rpos[:bodies].copy(),
+                        self.store[:stored].copy(), self.spos[:bodies + 1].copy(), int(bad))
+
+
 def _columns(words: np.ndarray, word_first: np.ndarray, name: str) -> tuple[np.ndarray, _Columns]:
     """(first, columns) of the streams in `words` (stream e is words[word_first[e]:word_first[e + 1]]),
-    read by _read in one pass; a malformed header raises ObjectFileError naming its section and byte."""
-    tab = _tables()
+    read by _read, a stream a call; a malformed header raises ObjectFileError naming its section and byte."""
     size = len(words)
-    n = size // 2 + 1  # an instruction is at least 2 words, a wait or a signal one, a pattern 7
-    aps = size // 7 + 1
-    ptr = _ptr_dtype(size)
-    e = np.empty
-    arrays = [e(n, np.uint8), e(n, np.int32),  # opcode, body
-              e(n + 1, ptr), e(size, np.int16), e(size, np.int8), e(size, np.int64),  # waits
-              e(n + 1, ptr), e(size, np.int16), e(size, np.int8), e(size, np.int64),  # signals
-              e(n + 1, ptr), e(aps, np.int8), e(aps, np.int16), e(aps, np.int16), e(aps, np.int64),  # footprints
-              e(aps, np.int64), e(aps, np.int8),
-              e(n + 1, ptr), e(aps, np.int64)]  # patterns
-    reps, rpos = e(n, np.int64), e(n, np.int64)
+    # an instruction is at least 2 words, a wait or a signal one, a pattern 7
+    reader = _Reader(size // 2 + 1, size, size, size // 7 + 1, size // 7 + 1, _ptr_dtype(size))
     first = np.zeros(len(word_first), np.int64)
-    (opcode, body, wptr, wsem, wop, wval, sptr, ssem, sop, sval, fp_ptr, fmem, fpart, fparts, flo, fhi, facc, ap_ptr,
-     ap_value) = arrays
-    cap = _BODIES
-    while True:
-        per_body = [np.zeros((cap, _MAX_AP), np.int64) for _ in range(5)]
-        count, waits, signals, patterns, footprints, bodies, header, bad = _read(
-            words, word_first, first, opcode, body, reps, rpos, wptr, wsem, wop, wval, sptr, ssem, sop, sval, fp_ptr,
-            fmem, fpart, fparts, flo, fhi, facc, ap_ptr, ap_value, *per_body, tab.fixed_words, tab.key_mask,
-            tab.ap_off, tab.ap_access, tab.sem_operand, tab.itemsize)
-        if bad != -2:
-            break
-        cap *= 8
-    if header != -1:
-        at = header if header >= 0 else -2 - header
-        s = int(np.searchsorted(word_first, at, side="right") - 1)
-        offset = int(at - word_first[s]) * 8
-        if header < -1:
-            code = int(words[at] >> np.uint64(8) & np.uint64(0xFF))
-            other = ENGINES[code] if code < len(ENGINES) else f"code {code}"
-            raise ObjectFileError(f".text.{ENGINES[s]} holds an instruction encoded for the {other} engine",
-                                  file=f"{name} (.text.{ENGINES[s]})", offset=offset + 1)
-        _raise_decode(words[word_first[s]:word_first[s + 1]].tobytes(), ENGINES[s], name, offset)
-    # Cut each column to what was written: in place (realloc; no copy, the pages past it go back).
-    for column, length in zip(arrays, (count, count, count + 1, waits, waits, waits, count + 1, signals, signals,
-                                       signals, count + 1, footprints, footprints, footprints, footprints,
-                                       footprints, footprints, count + 1, patterns)):
-        column.resize(length, refcheck=False)
-    reps.resize(bodies, refcheck=False)
-    rpos.resize(bodies, refcheck=False)
-    return first, _Columns(arrays, reps, rpos, int(bad))
+    for s in range(len(word_first) - 1):
+        status, at = reader.feed(words, int(word_first[s]), int(word_first[s + 1]), s)
+        if status:
+            offset = int(at - word_first[s]) * 8
+            if status == 2:
+                code = int(words[at] >> np.uint64(8) & np.uint64(0xFF))
+                other = ENGINES[code] if code < len(ENGINES) else f"code {code}"
+                raise ObjectFileError(f".text.{ENGINES[s]} holds an instruction encoded for the {other} engine",
+                                      file=f"{name} (.text.{ENGINES[s]})", offset=offset + 1)
+            _raise_decode(words[word_first[s]:word_first[s + 1]].tobytes(), ENGINES[s], name, offset)
+        first[s + 1] = reader.count
+    return first, reader.columns()
 
 
 def _position(words: np.ndarray, start: int, index: int) -> int:
@@ -762,167 +834,183 @@ def _hash(words, p, n, mask, opcode):
 
 
 @numba.njit(cache=True)
-def _read(words, word_first, first, opcodes, body, reps, rpos, wptr, wsem, wop, wval, sptr, ssem, sop, sval, fp_ptr,
-          fmem, fpart, fparts, flo, fhi, facc, ap_ptr, ap_value, bmem, bpart, bparts, blo, bhi, fixed_words, key_mask,
-          ap_off, ap_access, sem_operand, itemsize):
-    """One pass over the streams (stream e is words[word_first[e]:word_first[e + 1]]): the instructions'
-    headers checked, and their opcodes, bodies, semaphore lists, pattern values and footprints written
-    into the columns given, which are numpy's, as long as the words bound them (numpy asks the kernel
-    for huge pages for large arrays, which fault in far faster than numba's own allocations; what is
-    not written is never touched, and is cut off after). first[e + 1] is set to the count after stream e.
+def _read(words, lo, end, e, opcodes, body, reps, rpos, wptr, wsem, wop, wval, sptr, ssem, sop, sval, fp_ptr,
+          fmem, fpart, fparts, flo, fhi, facc, ap_ptr, ap_value, bmem, bpart, bparts, blo, bhi, rhash, table, mru, store,
+          spos, st, fixed_words, key_mask, ap_off, ap_access, ap_count, sem_operand, itemsize):
+    """One pass over words[lo:end], a piece of stream e: the
+    instructions' headers checked, and their opcodes, bodies, semaphore lists, pattern values and
+    footprints written into the columns given from the counts in `st` on (numpy's arrays, as long as
+    the words bound them or exactly as long as the assembler knows they must be: what is not written is
+    never touched, and is cut off after). Pieces are read one after the other, in program order (the
+    streams in ENGINES order), with the same tables and `st`, so that a program can be read a block of
+    words at a time without its words ever being whole in memory (`_Reader`).
 
-    Returns (instructions, waits, signals, patterns, footprints, bodies, header, bad): reps[b] (b <
-    bodies) is the first instruction of body b, at word rpos[b]; header is the word position p of the
-    first malformed header, -2 - p if the instruction at p is encoded for another engine than its
-    stream's, or -1 (then what was read stops there); bad is the first instruction whose semaphore
-    entries or access-pattern offsets are malformed, -1, or -2 when the program has more bodies than
-    the tables bmem.. hold rows (cap: a power of 2; the caller reads again with larger ones)."""
-    n_eng = word_first.shape[0] - 1
+    st holds the counts so far: [instructions, waits, signals, patterns, footprints, bodies, bad,
+    store words]; bad is the first instruction whose semaphore entries or access-pattern offsets are
+    malformed, or -1. Body b's first instruction is instruction reps[b], at word rpos[b] of the piece it
+    came in, its words store[spos[b]:spos[b + 1]]; the bodies' hash table (`table`, 2 * cap slots of
+    body numbers, `rhash` their hashes) and each opcode's recent bodies (`mru`) carry over from piece to
+    piece. Per body and pattern, bmem.. hold its memory, partitions and byte range about its offset (the
+    same for every instruction of the body, only offsets vary: worked out once, from its first).
+
+    Returns (status, p): status 0 when the piece is read; 1 when the header at word p is malformed; 2
+    when the instruction at p is encoded for another engine than e; 3 when the instruction at p would
+    make a body the tables (cap = bmem.shape[0] rows, a power of 2) have no row for: nothing of it is
+    written, and the caller reads on from p with larger tables (`_Reader._tables`); 4 when the columns
+    have no room for the instruction at p (it is left half written: the caller's counts were wrong)."""
     b = words.view(np.uint8)
-    # At most `cap` bodies (the caller's tables; no array is replaced inside the loop, which numba
-    # compiles far slower): their hashes, an open-addressing table of 2 * cap slots, and per body and
-    # pattern its memory, partitions and byte range about its offset (the same for every instruction
-    # of the body, only offsets vary: worked out once, from its first).
     cap = bmem.shape[0]
-    size = 2 * cap
-    rhash = np.empty(cap, np.uint64)
-    table = np.full(size, -1, np.int64)
-    nb = 0
-    mru = np.full((256, _MRU), -1, np.int64)
-    wptr[0] = 0
-    sptr[0] = 0
-    fp_ptr[0] = 0
-    ap_ptr[0] = 0
-    rw = 0
-    rs = 0
-    rf = 0
-    ra = 0
-    bad = -1
-    i = 0
-    first[0] = 0
-    for e in range(n_eng):
-        p = word_first[e]
-        end = word_first[e + 1]
-        while p < end:
-            h = words[p]
-            opcode = np.int64(h & np.uint64(0xFF))
-            nw = np.int64((h >> np.uint64(16)) & np.uint64(0xFF))
-            ns = np.int64((h >> np.uint64(24)) & np.uint64(0xFF))
-            nbytes = np.int64((h >> np.uint64(32)) & np.uint64(0xFFFF))
-            fw = fixed_words[opcode]
-            if fw == 0 or nw > 8 or ns > 8 or nbytes != 8 * (fw + nw + ns) or p + nbytes // 8 > end:
-                return i, rw, rs, ra, rf, nb, p, bad
-            if np.int64((h >> np.uint64(8)) & np.uint64(0xFF)) != e:
-                return i, rw, rs, ra, rf, nb, -2 - p, bad  # encoded for another engine
-            opcodes[i] = opcode
-            # The body: one of the last _MRU bodies of its opcode (a loop's instructions repeat a few), else
-            # found in the hash table, or a new one.
-            hit = -1
-            for m in range(_MRU):
-                c = mru[opcode, m]
-                if c < 0:
-                    break
-                q = rpos[c]
-                diff = np.uint64(0)  # no early exit: LLVM vectorises the loop (-15% of _read's time)
-                for w in range(fw):
-                    diff |= (words[p + w] ^ words[q + w]) & key_mask[opcode, w]
-                if diff == 0:
-                    hit = c
-                    for m2 in range(m, 0, -1):  # to the front
-                        mru[opcode, m2] = mru[opcode, m2 - 1]
-                    mru[opcode, 0] = c
-                    break
-            if hit >= 0:
-                body[i] = hit
-            key = _hash(words, p, fw, key_mask, opcode) if hit < 0 else np.uint64(0)
+    size = table.shape[0]
+    i, rw, rs, ra, rf, nb, bad, sw = st[0], st[1], st[2], st[3], st[4], st[5], st[6], st[7]
+    status = 0
+    p = lo
+    while p < end:
+        h = words[p]
+        opcode = np.int64(h & np.uint64(0xFF))
+        nw = np.int64((h >> np.uint64(16)) & np.uint64(0xFF))
+        ns = np.int64((h >> np.uint64(24)) & np.uint64(0xFF))
+        nbytes = np.int64((h >> np.uint64(32)) & np.uint64(0xFFFF))
+        fw = fixed_words[opcode]
+        if fw == 0 or nw > 8 or ns > 8 or nbytes != 8 * (fw + nw + ns) or p + nbytes // 8 > end:
+            status = 1
+            break
+        if np.int64((h >> np.uint64(8)) & np.uint64(0xFF)) != e:
+            status = 2  # encoded for another engine
+            break
+        extra_w = 1 if sem_operand[opcode] == 1 else 0
+        extra_s = 1 if sem_operand[opcode] == 2 else 0
+        if (i >= opcodes.shape[0] or rw + nw + extra_w > wsem.shape[0] or rs + ns + extra_s > ssem.shape[0]
+                or ra + ap_count[opcode] > ap_value.shape[0]):
+            status = 4  # the columns are full (the caller allocated them for fewer)
+            break
+        # The body: one of the last _MRU bodies of its opcode (a loop's instructions repeat a few), else
+        # found in the hash table, or a new one.
+        hit = -1
+        for m in range(_MRU):
+            c = mru[opcode, m]
+            if c < 0:
+                break
+            q = spos[c]
+            diff = np.uint64(0)  # no early exit: LLVM vectorises the loop (-15% of _read's time)
+            for w in range(fw):
+                diff |= (words[p + w] ^ store[q + w]) & key_mask[opcode, w]
+            if diff == 0:
+                hit = c
+                for m2 in range(m, 0, -1):  # to the front
+                    mru[opcode, m2] = mru[opcode, m2 - 1]
+                mru[opcode, 0] = c
+                break
+        if hit < 0:
+            key = _hash(words, p, fw, key_mask, opcode)
             slot = np.int64(key & np.uint64(size - 1))
-            while hit < 0:
+            while True:
                 c = table[slot]
                 if c < 0:
-                    reps[nb] = i
-                    rpos[nb] = p
-                    rhash[nb] = key
-                    table[slot] = nb
-                    body[i] = nb
-                    _body_footprints(b, p * 8, opcode, ap_off, itemsize, nb, bmem, bpart, bparts, blo, bhi)
-                    nb += 1
-                    if nb == bmem.shape[0]:  # the bodies' tables are full: the caller starts again with more
-                        return i, rw, rs, ra, rf, nb, -1, -2
                     break
                 if rhash[c] == key:
-                    q = rpos[c]
+                    q = spos[c]
                     diff = np.uint64(0)
                     for w in range(fw):
-                        diff |= (words[p + w] ^ words[q + w]) & key_mask[opcode, w]
+                        diff |= (words[p + w] ^ store[q + w]) & key_mask[opcode, w]
                     if diff == 0:
-                        body[i] = c
+                        hit = c
                         break
                 slot = (slot + 1) & (size - 1)
-            if hit < 0:  # the front of its opcode's recent bodies
-                for m2 in range(_MRU - 1, 0, -1):
-                    mru[opcode, m2] = mru[opcode, m2 - 1]
-                mru[opcode, 0] = body[i]
-            # Waits, then signals: the tail entries, then sem_wait's condition / sem_signal's update.
-            tail = p + fw
-            extra_w = 1 if sem_operand[opcode] == 1 else 0
-            extra_s = 1 if sem_operand[opcode] == 2 else 0
-            for j in range(nw + extra_w):
-                w = words[tail + j] if j < nw else words[p + 1]
-                wsem[rw] = np.int64(w & np.uint64(0xFF))
-                op = np.int64((w >> np.uint64(8)) & np.uint64(0xFF))
-                wop[rw] = op  # int8: checked below, before anyone reads it
-                wval[rw] = np.int64(w >> np.uint64(32))
-                if (op > 1 or ((w >> np.uint64(16)) & np.uint64(0xFFFF)) != 0) and bad < 0:
-                    bad = i
-                rw += 1
-            for j in range(ns + extra_s):
-                w = words[tail + nw + j] if j < ns else words[p + 1]
-                ssem[rs] = np.int64(w & np.uint64(0xFF))
-                op = np.int64((w >> np.uint64(8)) & np.uint64(0xFF))
-                sop[rs] = op
-                sval[rs] = np.int64(w >> np.uint64(32))
-                if (op > 2 or ((w >> np.uint64(16)) & np.uint64(0xFFFF)) != 0) and bad < 0:
-                    bad = i
-                rs += 1
-            wptr[i + 1] = rw
-            sptr[i + 1] = rs
-            # Every access-pattern operand's value (offset or constant bits); footprints of those in memory.
-            base = p * 8
-            bi = body[i]
-            for j in range(ap_off.shape[1]):
-                off = ap_off[opcode, j]
-                if off < 0:
+            if hit < 0:
+                if nb == cap:  # the bodies' tables are full: the caller reads on from here with more
+                    status = 3
                     break
-                offset = np.int64(_u64(words, base + off + 8))
-                ap_value[ra] = offset
-                ra += 1
-                mem = bmem[bi, j]
-                if mem == 0:
-                    if offset != 0 and bad < 0:
-                        bad = i
-                    continue
-                if mem == 4:
-                    if (offset < 0 or offset >= (np.int64(1) << 32)) and bad < 0:
-                        bad = i
-                    continue
-                if mem > 4:
-                    continue  # the body's first instruction is decoded, and fails, before anyone looks
-                lo = offset + blo[bi, j]
-                if (offset < 0 or lo < 0) and bad < 0:
+                hit = nb
+                reps[nb] = i
+                rpos[nb] = p
+                rhash[nb] = key
+                table[slot] = nb
+                for w in range(nbytes // 8):
+                    store[sw + w] = words[p + w]
+                spos[nb] = sw
+                sw += nbytes // 8
+                spos[nb + 1] = sw
+                _body_footprints(b, p * 8, opcode, ap_off, itemsize, nb, bmem, bpart, bparts, blo, bhi)
+                nb += 1
+            for m2 in range(_MRU - 1, 0, -1):  # the front of its opcode's recent bodies
+                mru[opcode, m2] = mru[opcode, m2 - 1]
+            mru[opcode, 0] = hit
+        opcodes[i] = opcode
+        body[i] = hit
+        # Waits, then signals: the tail entries, then sem_wait's condition / sem_signal's update.
+        tail = p + fw
+        for j in range(nw + extra_w):
+            w = words[tail + j] if j < nw else words[p + 1]
+            wsem[rw] = np.int64(w & np.uint64(0xFF))
+            op = np.int64((w >> np.uint64(8)) & np.uint64(0xFF))
+            wop[rw] = op  # int8: checked below, before anyone reads it
+            wval[rw] = np.int64(w >> np.uint64(32))
+            if (op > 1 or ((w >> np.uint64(16)) & np.uint64(0xFFFF)) != 0) and bad < 0:
+                bad = i
+            rw += 1
+        for j in range(ns + extra_s):
+            w = words[tail + nw + j] if j < ns else words[p + 1]
+            ssem[rs] = np.int64(w & np.uint64(0xFF))
+            op = np.int64((w >> np.uint64(8)) & np.uint64(0xFF))
+            sop[rs] = op
+            sval[rs] = np.int64(w >> np.uint64(32))
+            if (op > 2 or ((w >> np.uint64(16)) & np.uint64(0xFFFF)) != 0) and bad < 0:
+                bad = i
+            rs += 1
+        wptr[i + 1] = rw
+        sptr[i + 1] = rs
+        # Every access-pattern operand's value (offset or constant bits); footprints of those in memory.
+        base = p * 8
+        for j in range(ap_off.shape[1]):
+            off = ap_off[opcode, j]
+            if off < 0:
+                break
+            offset = np.int64(_u64(words, base + off + 8))
+            ap_value[ra] = offset
+            ra += 1
+            mem = bmem[hit, j]
+            if mem == 0:
+                if offset != 0 and bad < 0:
                     bad = i
-                fmem[rf] = mem
-                fpart[rf] = bpart[bi, j]
-                fparts[rf] = bparts[bi, j]
-                flo[rf] = lo
-                fhi[rf] = offset + bhi[bi, j]
-                facc[rf] = ap_access[opcode, j]
-                rf += 1
-            fp_ptr[i + 1] = rf
-            ap_ptr[i + 1] = ra
-            i += 1
-            p += nbytes // 8
-        first[e + 1] = i
-    return i, rw, rs, ra, rf, nb, -1, bad
+                continue
+            if mem == 4:
+                if (offset < 0 or offset >= (np.int64(1) << 32)) and bad < 0:
+                    bad = i
+                continue
+            if mem > 4:
+                continue  # the body's first instruction is decoded, and fails, before anyone looks
+            if rf == fmem.shape[0]:
+                status = 4
+                break
+            lo_ = offset + blo[hit, j]
+            if (offset < 0 or lo_ < 0) and bad < 0:
+                bad = i
+            fmem[rf] = mem
+            fpart[rf] = bpart[hit, j]
+            fparts[rf] = bparts[hit, j]
+            flo[rf] = lo_
+            fhi[rf] = offset + bhi[hit, j]
+            facc[rf] = ap_access[opcode, j]
+            rf += 1
+        if status == 4:
+            break
+        fp_ptr[i + 1] = rf
+        ap_ptr[i + 1] = ra
+        i += 1
+        p += nbytes // 8
+    st[0], st[1], st[2], st[3], st[4], st[5], st[6], st[7] = i, rw, rs, ra, rf, nb, bad, sw
+    return status, p
+
+
+@numba.njit(cache=True, _nrt=False)
+def _rehash(rhash, nb, table):
+    """The bodies' hash table made again for its new size (`_Reader._tables`): the same probing as _read's."""
+    size = table.shape[0]
+    for c in range(nb):
+        slot = np.int64(rhash[c] & np.uint64(size - 1))
+        while table[slot] >= 0:
+            slot = (slot + 1) & (size - 1)
+        table[slot] = c
 
 
 __all__ = ["ACCESS_READ", "ACCESS_WRITE", "ENGINES", "Program"]

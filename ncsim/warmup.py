@@ -451,7 +451,7 @@ def warm_up(message: str | None = None, stream: TextIO | None = None) -> WarmupR
     """Compile (or load) every kernel: assemble, run, time, report and trace PROGRAM. `message`, if
     given, goes to `stream` (stderr) before the first compilation."""
     import ncsim.runtime.timing  # noqa: F401 - numba, before prepare()
-    from ncsim.asm.assembler import assemble
+    from ncsim.asm.assembler import Assembler, assemble
     from ncsim.asm.elf import read_elf, write_elf
     from ncsim.config import Config
     from ncsim.progress import Progress
@@ -462,6 +462,7 @@ def warm_up(message: str | None = None, stream: TextIO | None = None) -> WarmupR
     with prepare(message is not None, stream, message or "") as notice, Progress(None, "warming up"):
         config = Config()
         obj = read_elf(write_elf(assemble(PROGRAM, "<warmup>", config)), "<warmup>.o")  # as a .o file is read
+        Assembler(config).assemble_program(PROGRAM, "<warmup>")  # as `ncsim run` assembles a .s file
         result = run(obj, config=config, sidecar=False)
         result.report.format()
         result.program.to_object()  # the words made again from the columns (a loaded program keeps none)

@@ -107,11 +107,12 @@ MB, NB, KS = 4, 4, 16  # the matmul's M / 128, N / 512 and K / 128
 PROLOGUE = KS
 BLOCK = 8 * J + MB * NB * (2 * KS + 3)
 
-PHASES = ("assemble", "write ELF", "load", "values", "timing", "races", "report", "trace")
-SKIPPABLE = {p.split()[0].lower(): p for p in PHASES if p != "assemble"}  # --skip names: write, load, ...
+PHASES = ("asm to program", "assemble", "write ELF", "load", "values", "timing", "races", "report", "trace")
+SKIPPABLE = {p.split()[0].lower(): p for p in PHASES if p != "assemble"}  # --skip names: asm, write, load, ...
 TIMING_ONLY = ("load", "timing", "races", "report")
 TARGETS = {  # row: (min instructions/s, max bytes per instruction, text)
-    "assemble": (500_000, 200, ">= 500,000/s, <= 200 B/instr"),
+    "asm to program": (500_000, 200, ">= 500,000/s, <= 200 B/instr"),
+    "assemble": (500_000, None, ">= 500,000/s"),
     "timing-only path": (2_000_000, None, ">= 2,000,000/s on 10^6"),
     "trace": (200_000, None, ">= 200,000/s"),
 }
@@ -321,6 +322,13 @@ def run_pipeline(text: str, tmp: Path, skip: set[str], values_max: int,
             out.unlink(missing_ok=True)
         return True
 
+    def to_program():
+        prog = Assembler(DEFAULT).assemble_program(text, str(path))
+        state["count"] = prog.count
+        return prog.nbytes()
+
+    phase("asm to program", to_program)
+    state.pop("asm to program", None)
     phase("assemble", assemble)
     phase("write ELF", lambda: write_elf(state["assemble"]), ("assemble",))
     phase("load", lambda: Program.from_object(read_elf(state["write ELF"], str(tmp / "bench_pipeline.o")), str(path)),

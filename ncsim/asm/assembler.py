@@ -43,6 +43,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -61,6 +62,9 @@ from ncsim.config import DEFAULT, Config
 from ncsim.errors import AsmError
 from ncsim.gpsimd.code import CoreProgram, parse_section, section_end
 from ncsim.memory.access import AccessPattern
+
+if TYPE_CHECKING:
+    from ncsim.program import Program as Decoded
 
 HBM_KINDS = ("in", "out", "inout", "scratch")
 MAX_INSTRUCTIONS = 20_000_000  # a guard against loops that unroll without end
@@ -158,8 +162,10 @@ class Program:
         """What automatic synchronisation inserted, and why (made when asked: one line per wait)."""
         return self._sync_report() if self._sync_report is not None else ""
 
-    def build(self, config: Config, reserved: set[int]) -> build.Encoded:
-        """Insert the semaphores between streams (in auto mode) and encode everything."""
+    def synchronise(self, config: Config, reserved: set[int]) -> tuple[build.Gathered, build.Synced]:
+        """Insert the semaphores between streams (in auto mode)."""
+        for c in self.chunks:
+            c.instr = build.narrow_lanes(c.instr)
         gathered = build.Gathered(self.chunks, self.count)
         if self.sync == "auto":
             synced = build.synchronise(gathered, config.semaphores, used_semaphores([c.instr for c in self.chunks]) | reserved)
@@ -167,8 +173,23 @@ class Program:
         else:
             synced = build.Synced.none(self.count)
             self._sync_report = lambda: "synchronisation: manual (.sync manual): nothing inserted"
-        self.encoded = build.encode_program(gathered, synced)
+        return gathered, synced
+
+    def build(self, config: Config, reserved: set[int]) -> build.Encoded:
+        """Insert the semaphores between streams (in auto mode) and encode everything."""
+        self.encoded = build.encode_program(*self.synchronise(config, reserved))
         return self.encoded
+
+    def decode(self, config: Config, reserved: set[int], name: str, semaphores: dict[int, str]) -> Decoded:
+        """Insert the semaphores and build the decoded program, its words made and read a block at a time
+        (`ncsim.program.Program.from_blocks`): no object, and never the whole program's words, in memory."""
+        from ncsim.program import (
+            Program as Decoded,  # at run time: the program imports the assembler's modules
+        )
+
+        blocks = build.Blocks(*self.synchronise(config, reserved))
+        return Decoded.from_blocks(blocks, self.kernel, self.files, list(self.tensors.values()), name, semaphores,
+                                   self.gpsimd)
 
     def file_index(self, path: str) -> int:
         if path not in self.files:
@@ -236,6 +257,17 @@ class Assembler:
         obj = self.program.to_object()
         obj.semaphores = {number: name for name, number in self.env.sems.items()}
         return obj
+
+    def assemble_program(self, text: str, filename: str) -> Decoded:
+        """Assemble straight into the decoded program (`ncsim.program.Program`), as `ncsim run` does for a
+        .s file: the same program as decoding `assemble`'s object, without the object's words."""
+        self.program.kernel = _identifier(Path(filename).stem)
+        self.assemble_lines(text, filename)
+        self.check_params(filename)
+        prog = self.program.decode(self.config, set(self.env.sems.values()), filename,
+                                   {number: name for name, number in self.env.sems.items()})
+        prog.rules_kept = self.config  # every instruction was checked under it as it was assembled
+        return prog
 
     def assemble_lines(self, text: str, filename: str) -> None:
         lines = source_lines(text, filename)

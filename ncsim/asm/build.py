@@ -38,7 +38,8 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -48,7 +49,7 @@ import numpy as np
 
 from ncsim import isa
 from ncsim.asm import sync
-from ncsim.asm.fields import SemOp
+from ncsim.asm.fields import APKind, SemOp
 from ncsim.asm.instruction import Instruction, encode, encode_lanes, layout, pick
 from ncsim.asm.lanes import Lanes
 from ncsim.errors import AsmError
@@ -172,9 +173,11 @@ class Gathered:
         return stream, ordered
 
     def issuers(self) -> np.ndarray:
-        """The stream id of each instruction's issuing engine (int32; -1 for an engine without a stream)."""
+        """The stream id of each instruction's issuing engine (int8 up to 127 streams, as `streams`; -1 for
+        an engine without a stream)."""
         _, names = self.streams
-        engine_ids = np.array([names.index(e) if e in names else -1 for e in ENGINES], np.int32)
+        engine_ids = np.array([names.index(e) if e in names else -1 for e in ENGINES],
+                              np.int8 if len(names) <= 127 else np.int32)
         return engine_ids[self.engine]
 
 
@@ -241,6 +244,13 @@ def access_rows(gathered: Gathered) -> AccessRows:
                                 for u in distinct.tolist()], np.int32)
                 shape[r] = ids[inverse.reshape(-1)]
             operand[ci, a] = names.setdefault(acc.operand, len(names))
+    # narrower where the values allow (the sync kernels take either): 5 bytes per row fewer at the peak
+    if len(shapes) <= np.iinfo(np.int16).max:
+        shape = shape.astype(np.int16)
+    if rows and max(int(first.max()), int(end.max())) <= np.iinfo(np.int16).max and min(int(first.min()), 0) == 0:
+        first, end = first.astype(np.int16), end.astype(np.int16)
+    if rows < 2**31 - 1:
+        ptr = ptr.astype(np.int32)
     keys = list(shapes)
     shape_dims = np.zeros((len(keys), MAX_DIMS, 2), np.int64)
     for s, (_, _, dims) in enumerate(keys):
@@ -378,25 +388,53 @@ _SEM_WAIT = isa.BY_MNEMONIC["sem_wait"]
 
 
 BATCH = 8192  # lanes encoded at a time: bounds the encoding's temporaries, whatever a chunk's size
+BLOCK = 1 << 14  # instructions encoded at a time (`_Layout.block`): bounds the temporaries, and the one buffer
+# of a block's words that is all the decoder (`Blocks`) holds of them
+TRIM_EVERY = 1 << 18  # instructions decoded between two hand-backs of freed heap (`give_back`, ~3 ms each)
+
+
+def map_lanes(value: Any, fn: Callable[[np.ndarray], np.ndarray], constants: bool = True) -> Any:
+    """`value` (an operand, or a whole Instruction) with fn applied to the values of each of its Lanes
+    (those of constant operands too, unless `constants` is False)."""
+    def each(v: Any) -> Any:
+        return map_lanes(v, fn, constants)
+
+    if isinstance(value, Lanes):
+        return Lanes(fn(value.v))
+    if isinstance(value, AccessPattern):
+        return AccessPattern(value.memory, value.dtype, each(value.partition), each(value.partitions),
+                             each(value.offset), each(value.dims))
+    if isinstance(value, Immediate):
+        return Immediate(each(value.value), value.dtype) if constants else value
+    if isinstance(value, SemOp):
+        return SemOp(value.sem, value.op, each(value.value))
+    if isinstance(value, tuple):
+        return tuple(each(v) for v in value)
+    if isinstance(value, Instruction):
+        return Instruction(value.spec, value.engine, {k: each(v) for k, v in value.operands.items()},
+                           each(value.waits), each(value.signals), value.loc, value.given)
+    return value
 
 
 def take(value: Any, idx: np.ndarray) -> Any:
     """`value` (an operand, or a whole Instruction) restricted to the lanes `idx` (as `pick` is to one)."""
-    if isinstance(value, Lanes):
-        return Lanes(value.v[idx])
-    if isinstance(value, AccessPattern):
-        return AccessPattern(value.memory, value.dtype, take(value.partition, idx), take(value.partitions, idx),
-                             take(value.offset, idx), take(value.dims, idx))
-    if isinstance(value, Immediate):
-        return Immediate(take(value.value, idx), value.dtype)
-    if isinstance(value, SemOp):
-        return SemOp(value.sem, value.op, take(value.value, idx))
-    if isinstance(value, tuple):
-        return tuple(take(v, idx) for v in value)
-    if isinstance(value, Instruction):
-        return Instruction(value.spec, value.engine, {k: take(v, idx) for k, v in value.operands.items()},
-                           take(value.waits, idx), take(value.signals, idx), value.loc, value.given)
-    return value
+    return map_lanes(value, lambda v: v[idx])
+
+
+def _int32_if_exact(v: np.ndarray) -> np.ndarray:
+    if v.dtype == np.int32 or not len(v):
+        return v
+    small = v.astype(np.int32)
+    return small if (small == v).all() else v
+
+
+def narrow_lanes(instr: Instruction) -> Instruction:
+    """`instr` with each of its Lanes held as int32 where every value fits (offsets, partitions, counts
+    of an unrolled loop mostly do): once parsing is over nothing computes with them any more, and
+    encoding writes them as the same integers (`ncsim.asm.fields.put_lanes`). Half the chunks' memory
+    (8 of the 16 bytes per instruction of tools/bench_pipeline.py's program) at the assembler's peaks.
+    Constants keep theirs (their encoding masks them as int64)."""
+    return map_lanes(instr, _int32_if_exact, constants=False)
 
 
 @numba.njit(cache=True, _nrt=False)
@@ -418,138 +456,248 @@ def _place(words, enc, start, waits, signs, size, head, own_waits, own_signals):
         words[base] = header
 
 
-def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
-    """Encode every instruction into one array of words (see the module docstring). Its peak memory is
-    the words and, per instruction, 8 bytes of word positions, 4 of automatic waits and 1 of
-    signals, then the object's line tables, positions and origins (24): what a chunk's lanes need
-    (their sizes, which of them go one by one) is worked out per batch rather than kept for all."""
-    n = gathered.n
-    chunks = gathered.chunks
-    stream, names = gathered.streams
-    give_back(n)
-    sem_by_stream = np.zeros(max(len(names), 1), np.uint64)
-    for s, sem in synced.sem_of.items():
-        sem_by_stream[s] = sem
-    ck = gathered.chunk
-    step = BATCH  # instructions or edges per block of the whole-program passes below
-    consumer, producer = synced.consumer, synced.producer
-    if len(consumer) > 1 and (consumer[1:] < consumer[:-1]).any():  # the sweep lists them by consumer already
-        order = np.argsort(consumer, kind="stable")
-        consumer, producer = consumer[order], producer[order]
-        del order
-    aw = np.empty(n, np.int32)  # automatic waits per instruction
-    for lo in range(0, n, step):
-        a, b = np.searchsorted(consumer, [lo, lo + step])
-        aw[lo:lo + step] = np.bincount(consumer[a:b] - lo, minlength=min(step, n - lo))
-    signs = np.zeros(n, np.int8)  # 1: it signals its stream's semaphore
-    signs[synced.producer] = 1
-    # per chunk: its own waits, its own signals, and where its signals start (after the fixed fields
-    # and its own waits), in words; looked up per instruction through `ck` where needed
-    own_w = np.array([len(c.instr.waits) for c in chunks], np.int32)
-    own_s = np.array([len(c.instr.signals) for c in chunks], np.int32)
-    head = np.array([layout(c.instr.spec.opcode)[1] // 8 for c in chunks], np.int32) + own_w
-    fixed = head + own_s  # words of a chunk's instructions besides their automatic waits and signal
+class _Layout:
+    """What encoding needs per instruction besides the chunks, worked out once for the whole program:
+    aw[g] its automatic waits (int32), signs[g] 1 when it signals its stream's semaphore (int8), per
+    chunk its own waits, signals and fixed words; `blobs`, the instructions built one by one (more
+    waits or signals than the encoding holds: `_one_by_one`); `korder`, the program-order instruction
+    of each place in the streams (ENGINES order, program order within each), and `cuts`, where its
+    blocks of at most BLOCK instructions start (a block never spans two streams). The words are then
+    made a block at a time (`block`), into one array or a block's own."""
 
-    blobs: dict[int, list[bytes]] = {}  # g -> its encoding, after the sem_waits made for its extra waits
-    for lo in range(0, n, step):
-        for g in (lo + np.flatnonzero(_special(np.arange(lo, min(n, lo + step)), ck, own_w, own_s, aw, signs))).tolist():
-            blobs[g] = _one_by_one(gathered, synced, stream, g)
-
-    # Layout: streams in ENGINES order, program order within each; word_start[g] is where g starts.
-    # Two passes in blocks of program order: each engine's words, then each instruction's start
-    # after its engine's earlier instructions.
-    engine = gathered.engine
-    word_start = np.empty(n, np.int64)  # the size of each instruction in words, then its start
-    word_first = np.zeros(len(ENGINES) + 1, np.int64)
-    for lo in range(0, n, step):
-        sizes = fixed[ck[lo:lo + step]] + aw[lo:lo + step] + signs[lo:lo + step]
-        word_start[lo:lo + step] = sizes
-        word_first[1:] += np.bincount(engine[lo:lo + step], weights=sizes, minlength=len(ENGINES)).astype(np.int64)
-    for g, parts in blobs.items():
-        nwords = sum(len(b) for b in parts) // 8
-        word_first[1 + engine[g]] += nwords - word_start[g]
-        word_start[g] = nwords
-    np.cumsum(word_first, out=word_first)
-    total_words = int(word_first[-1])
-    done = word_first[:-1].copy()  # per engine, the words laid out so far
-    for lo in range(0, n, step):
-        sizes = word_start[lo:lo + step]
-        eng = engine[lo:lo + step]
-        for e in np.unique(eng).tolist():
-            mine = np.flatnonzero(eng == e)
-            ends = np.cumsum(sizes[mine]) + done[e]
-            done[e] = ends[-1]
-            sizes[mine] = ends - sizes[mine]  # sizes is a view: word_start's block becomes starts
-    del done
-    words = np.zeros(total_words, np.uint64)
-
-    for ci, c in enumerate(chunks):
-        w, s, hw = int(own_w[ci]), int(own_s[ci]), int(head[ci])  # hw: words before the automatic waits
-        for lo in range(0, c.n, BATCH):
-            lanes_idx = np.arange(lo, min(c.n, lo + BATCH))
-            gs = c.positions[lanes_idx]
-            if blobs:
-                keep = ~_special(gs, ck, own_w, own_s, aw, signs)
-                lanes_idx, gs = lanes_idx[keep], gs[keep]
-            if not len(gs):
-                continue
-            part = c.instr if len(lanes_idx) == c.n else take(c.instr, lanes_idx)
-            enc = encode_lanes(part, len(lanes_idx)).view(np.uint64)
-            sizes = fixed[ci] + aw[gs] + signs[gs]
-            _place(words, enc, word_start[gs], aw[gs], signs[gs], sizes, hw, w, s)
-            del enc
-    # Automatic waits, after the instruction's own (the j-th wait of each consumer in the order the
-    # edges were found); its signal after its own signals. Both in blocks of BATCH, so that their
-    # index temporaries stay small whatever the program's size.
-    for lo in range(0, len(consumer), step):
-        cs, ps = consumer[lo:lo + step], producer[lo:lo + step]
-        nth = np.arange(lo, lo + len(cs)) - np.searchsorted(consumer, cs, side="left")
-        if blobs:
-            normal = ~_special(cs, ck, own_w, own_s, aw, signs)
-            cs, ps, nth = cs[normal], ps[normal], nth[normal]
-        words[word_start[cs] + head[ck[cs]] + nth] = \
-            sem_by_stream[stream[ps]] | (synced.rank[ps].astype(np.uint64) << np.uint64(32))
-    for lo in range(0, n, step):
-        sig = lo + np.flatnonzero(signs[lo:lo + step] == 1)
-        if blobs:
-            sig = sig[~_special(sig, ck, own_w, own_s, aw, signs)]
-        words[word_start[sig] + fixed[ck[sig]] + aw[sig]] = sem_by_stream[stream[sig]] | (np.uint64(1) << np.uint64(32))
-    del aw, signs
-    for g, parts in blobs.items():
-        raw = np.frombuffer(b"".join(parts), "<u8")
-        words[word_start[g]:word_start[g] + len(raw)] = raw
-
-    del word_start, stream
-    gathered.forget_streams()  # made again if the sync report asks for them
-    # Per instruction k: its source and origin (inserted sem_waits repeat their instruction's).
-    korder = np.empty(n, np.int32)  # g of each slot: streams in ENGINES order, program order within each
-    done = 0
-    for e in range(len(ENGINES)):
+    def __init__(self, gathered: Gathered, synced: Synced):
+        n = self.n = gathered.n
+        self.gathered, self.synced = gathered, synced
+        chunks = gathered.chunks
+        self.stream, names = gathered.streams
+        give_back(n)
+        self.sem_by_stream = np.zeros(max(len(names), 1), np.uint64)
+        for s, sem in synced.sem_of.items():
+            self.sem_by_stream[s] = sem
+        self.ck = ck = gathered.chunk
+        step = BATCH  # instructions or edges per block of the whole-program passes below
+        consumer, producer = synced.consumer, synced.producer
+        if len(consumer) > 1 and (consumer[1:] < consumer[:-1]).any():  # the sweep lists them by consumer already
+            order = np.argsort(consumer, kind="stable")
+            consumer, producer = consumer[order], producer[order]
+            del order
+        self.consumer, self.producer = consumer, producer
+        self.aw = aw = np.empty(n, np.int32)  # automatic waits per instruction
         for lo in range(0, n, step):
-            mine = lo + np.flatnonzero(engine[lo:lo + step] == e)
-            korder[done:done + len(mine)] = mine
-            done += len(mine)
-    if blobs:
-        made = np.ones(n, np.int64)  # instructions each program-order instruction becomes
-        for g, parts in blobs.items():
-            made[g] = len(parts)
-        gk = np.repeat(korder, made[korder])
-    else:
-        gk = korder
-    del korder
+            a, b = np.searchsorted(consumer, [lo, lo + step])
+            aw[lo:lo + step] = np.bincount(consumer[a:b] - lo, minlength=min(step, n - lo))
+        self.signs = signs = np.zeros(n, np.int8)  # 1: it signals its stream's semaphore
+        signs[synced.producer] = 1
+        # per chunk: its own waits, its own signals, and where its signals start (after the fixed fields
+        # and its own waits), in words
+        self.own_w = own_w = np.array([len(c.instr.waits) for c in chunks], np.int32)
+        self.own_s = own_s = np.array([len(c.instr.signals) for c in chunks], np.int32)
+        self.head = np.array([layout(c.instr.spec.opcode)[1] // 8 for c in chunks], np.int32) + own_w
+        self.fixed = self.head + own_s  # words of a chunk's instructions besides their automatic waits and signal
+        self.blobs: dict[int, list[bytes]] = {}  # g -> its encoding, after the sem_waits made for its extra waits
+        for lo in range(0, n, step):
+            for g in (lo + np.flatnonzero(_special(np.arange(lo, min(n, lo + step)), ck, own_w, own_s, aw, signs))).tolist():
+                self.blobs[g] = _one_by_one(gathered, synced, self.stream, g)
+        self.engine = engine = gathered.engine
+        self.korder = korder = np.empty(n, np.int32)
+        per_engine = np.zeros(len(ENGINES) + 1, np.int64)
+        done = 0
+        for e in range(len(ENGINES)):
+            for lo in range(0, n, step):
+                mine = lo + np.flatnonzero(engine[lo:lo + step] == e)
+                korder[done:done + len(mine)] = mine
+                done += len(mine)
+            per_engine[e + 1] = done
+        self.cuts = np.unique(np.concatenate([np.arange(int(per_engine[e]), int(per_engine[e + 1]), BLOCK)
+                                              for e in range(len(ENGINES))] + [per_engine]))
+        # instructions each program-order one becomes (a blob's sem_waits come before it)
+        self.made = {g: len(parts) for g, parts in self.blobs.items()}
+        self.ascending: dict[int, bool] = {}  # per chunk: whether its positions ascend (`lanes`)
+
+    def blocks(self) -> list[tuple[int, int, int]]:
+        """(lo, hi, engine): the blocks, korder[lo:hi], in order."""
+        return [(lo, hi, int(self.engine[self.korder[lo]])) for lo, hi in itertools.pairwise(self.cuts.tolist())]
+
+    def sizes(self, gs: np.ndarray) -> np.ndarray:
+        """The words of instructions gs (int64)."""
+        sizes = (self.fixed[self.ck[gs]] + self.aw[gs] + self.signs[gs]).astype(np.int64)
+        if self.blobs:
+            for i in np.flatnonzero(self._special(gs)).tolist():
+                sizes[i] = sum(len(b) for b in self.blobs[int(gs[i])]) // 8
+        return sizes
+
+    def _special(self, gs: np.ndarray) -> np.ndarray:
+        return _special(gs, self.ck, self.own_w, self.own_s, self.aw, self.signs)
+
+    def block(self, lo: int, hi: int, words: np.ndarray, base: int) -> int:
+        """Encode instructions korder[lo:hi] (one stream's, in program order) into `words` from word
+        `base`, back to back; returns the word after them. Each chunk's lanes among them are encoded in
+        batches of BATCH (`encode_lanes`) and placed by `_place` with room for the automatic waits and
+        signal, which are then written in: the j-th wait of each consumer in the order the edges were
+        found, after the instruction's own; its signal after its own signals."""
+        gs = self.korder[lo:hi]
+        sizes = self.sizes(gs)
+        starts = np.empty(len(gs), np.int64)
+        starts[0] = base
+        np.cumsum(sizes[:-1], out=starts[1:])
+        starts[1:] += base
+        end = int(starts[-1] + sizes[-1])
+        normal = ~self._special(gs) if self.blobs else None
+        cks = self.ck[gs]
+        order = np.argsort(cks, kind="stable")
+        bounds = np.flatnonzero(np.diff(cks[order])) + 1
+        for group in np.split(order, bounds):
+            if normal is not None:
+                group = group[normal[group]]
+            if not len(group):
+                continue
+            ci = int(cks[group[0]])
+            c = self.gathered.chunks[ci]
+            w, s, hw = int(self.own_w[ci]), int(self.own_s[ci]), int(self.head[ci])  # hw: words before the automatic waits
+            for b in range(0, len(group), BATCH):
+                part_idx = group[b:b + BATCH]
+                g = gs[part_idx]
+                lanes_idx = self.lanes(ci, g)
+                part = c.instr if len(lanes_idx) == c.n else take(c.instr, lanes_idx)
+                enc = encode_lanes(part, len(lanes_idx)).view(np.uint64)
+                _place(words, enc, starts[part_idx], self.aw[g], self.signs[g], sizes[part_idx], hw, w, s)
+                del enc
+        # automatic waits of the consumers among gs (ascending: one stream's, in program order)
+        a, b = np.searchsorted(self.consumer, [gs[0], gs[-1] + 1])
+        if b > a:
+            cs, ps = self.consumer[a:b], self.producer[a:b]
+            nth = np.arange(a, b) - np.searchsorted(self.consumer, cs, side="left")
+            keep = self.engine[cs] == self.engine[gs[0]]
+            if normal is not None:
+                keep &= ~self._special(cs)
+            cs, ps, nth = cs[keep], ps[keep], nth[keep]
+            at = starts[np.searchsorted(gs, cs)]
+            words[at + self.head[self.ck[cs]] + nth] = \
+                self.sem_by_stream[self.stream[ps]] | (self.synced.rank[ps].astype(np.uint64) << np.uint64(32))
+        sig = np.flatnonzero(self.signs[gs] == 1)
+        if normal is not None:
+            sig = sig[normal[sig]]
+        g = gs[sig]
+        words[starts[sig] + self.fixed[self.ck[g]] + self.aw[g]] = \
+            self.sem_by_stream[self.stream[g]] | (np.uint64(1) << np.uint64(32))
+        if self.blobs:
+            for i in np.flatnonzero(~normal).tolist():
+                raw = np.frombuffer(b"".join(self.blobs[int(gs[i])]), "<u8")
+                words[starts[i]:starts[i] + len(raw)] = raw
+        return end
+
+    def lanes(self, ci: int, gs: np.ndarray) -> np.ndarray:
+        """The lanes of chunk ci that instructions gs are: found in its positions where they ascend (a
+        loop's iterations, the usual case), else through `Gathered.lane` (4 bytes per instruction)."""
+        ascending = self.ascending.get(ci)
+        if ascending is None:
+            pos = self.gathered.chunks[ci].positions
+            ascending = self.ascending[ci] = bool((pos[1:] > pos[:-1]).all())
+        if ascending:
+            return np.searchsorted(self.gathered.chunks[ci].positions, gs)
+        return self.gathered.lane[gs]
+
+    def done(self) -> None:
+        """Drop what only the words needed (the streams and lanes are made again if the sync report asks)."""
+        self.gathered.forget_streams()
+        self.gathered.__dict__.pop("lane", None)
+        del self.aw, self.signs, self.korder, self.stream
+
+    def k_origin(self, lo: int, hi: int) -> np.ndarray:
+        """The program-order instruction of each instruction of korder[lo:hi] as encoded (a blob's
+        sem_waits repeat their instruction's)."""
+        gs = self.korder[lo:hi]
+        if not self.blobs:
+            return gs
+        made = np.ones(len(gs), np.int64)
+        for i in np.flatnonzero(self._special(gs)).tolist():
+            made[i] = self.made[int(gs[i])]
+        return np.repeat(gs, made)
+
+    def places(self, gk: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(file, line, col) of instructions whose program-order instructions are gk."""
+        where = np.array([c.where for c in self.gathered.chunks], np.int64).reshape(-1, 3)[self.ck[gk]]
+        return where[:, 0], where[:, 1], where[:, 2]
+
+
+class Blocks:
+    """The program's words a block at a time (one stream's at most BLOCK instructions, in the streams'
+    order), for a decoder that never holds them whole (`ncsim.program.Program.from_blocks`): iterating
+    gives (engine, words) per block. Known before the first block: `count` instructions and at most
+    `waits` waits, `signals` signals and `patterns` access patterns as the decoder counts them, `words`
+    in all; `places()` gives each instruction's source place. Per instruction it keeps 4 bytes of
+    automatic waits, 1 of signals, 4 of place and (while the blocks are made) 4 of lane."""
+
+    def __init__(self, gathered: Gathered, synced: Synced):
+        self.lay = lay = _Layout(gathered, synced)
+        self.blocks = lay.blocks()
+        sizes = [lay.sizes(lay.korder[lo:hi]) for lo, hi, _ in self.blocks]
+        self.words = int(sum(int(s.sum()) for s in sizes))
+        del sizes
+        self.count = gathered.n + sum(n - 1 for n in lay.made.values())
+        chunks = gathered.chunks
+        chunk_n = np.array([c.n for c in chunks], np.int64)
+        ops = [[c.instr.operands[op.name] for op, _ in layout(c.instr.spec.opcode)[0] if isinstance(op.kind, APKind)]
+               for c in chunks]
+        # The decoder's counts, exactly (its columns are allocated for them): a sem_wait's condition and a
+        # sem_signal's update are one more wait or signal (a sem_wait made for extra waits carries one of
+        # its instruction's), and a pattern in memory (not absent, not a constant) has a footprint.
+        cond = np.array([c.instr.mnemonic == "sem_wait" for c in chunks], np.int64)
+        update = np.array([c.instr.mnemonic == "sem_signal" for c in chunks], np.int64)
+        self.waits = int(chunk_n @ (lay.own_w + cond)) + len(lay.consumer)
+        self.signals = int(chunk_n @ (lay.own_s + update)) + int(lay.signs.sum(dtype=np.int64))
+        self.patterns = int(chunk_n @ np.array([len(o) for o in ops], np.int64))
+        self.footprints = int(chunk_n @ np.array([sum(isinstance(v, AccessPattern) for v in o) for o in ops], np.int64))
+        self.src: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def __iter__(self) -> Iterator[tuple[int, np.ndarray]]:
+        lay = self.lay
+        src = [np.empty(self.count, np.int32) for _ in range(3)]  # file, line, col
+        sizes = [int(lay.sizes(lay.korder[lo:hi]).sum()) for lo, hi, _ in self.blocks]
+        buffer = np.empty(max(sizes, default=0), np.uint64)  # one for every block: no heap left behind
+        k = 0
+        trim_at = TRIM_EVERY
+        for (lo, hi, e), size in zip(self.blocks, sizes):
+            gk = lay.k_origin(lo, hi)
+            for column, values in zip(src, lay.places(gk)):
+                column[k:k + len(gk)] = values
+            k += len(gk)
+            words = buffer[:size]
+            lay.block(lo, hi, words, 0)  # (it writes every word)
+            yield e, words
+            if k >= trim_at:  # what the blocks' temporaries left in the heap, back to the system
+                give_back(self.count)
+                trim_at += TRIM_EVERY
+        del buffer, words
+        lay.done()
+        self.src = (src[0], src[1], src[2])
+
+
+def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
+    """Encode every instruction into one array of words (see the module docstring), a block at a time.
+    Besides the words, its peak memory is, per instruction, 4 bytes of automatic waits, 1 of signals
+    and 4 of place (`_Layout`), then the object's line tables and origins (16)."""
+    lay = _Layout(gathered, synced)
+    blocks = lay.blocks()
+    word_first = np.zeros(len(ENGINES) + 1, np.int64)
+    for lo, hi, e in blocks:
+        word_first[e + 1] += int(lay.sizes(lay.korder[lo:hi]).sum())
+    np.cumsum(word_first, out=word_first)
+    words = np.zeros(int(word_first[-1]), np.uint64)
+    at = 0
+    for lo, hi, _ in blocks:
+        at = lay.block(lo, hi, words, at)
+    gk = lay.k_origin(0, gathered.n).astype(np.int32, copy=False)
+    lay.done()
     k_count = len(gk)
-    where = np.array([c.where for c in chunks], np.int64).reshape(-1, 3)
     file = np.empty(k_count, np.int32)
     line = np.empty(k_count, np.uint32)
     col = np.empty(k_count, np.uint32)
-    for lo in range(0, k_count, step):
-        ckk = gathered.chunk[gk[lo:lo + step]]
-        file[lo:lo + step] = where[ckk, 0]
-        line[lo:lo + step] = where[ckk, 1]
-        col[lo:lo + step] = where[ckk, 2]
+    for lo in range(0, k_count, BATCH):
+        file[lo:lo + BATCH], line[lo:lo + BATCH], col[lo:lo + BATCH] = lay.places(gk[lo:lo + BATCH])
     first = np.zeros(len(ENGINES) + 1, np.int64)
-    for lo in range(0, k_count, step):  # (bincount takes int64 indices: a block at a time)
-        first[1:] += np.bincount(engine[gk[lo:lo + step]], minlength=len(ENGINES))
+    for lo in range(0, k_count, BATCH):  # (bincount takes int64 indices: a block at a time)
+        first[1:] += np.bincount(lay.engine[gk[lo:lo + BATCH]], minlength=len(ENGINES))
     np.cumsum(first, out=first)
     words.flags.writeable = False  # the object's streams are views of it (Encoded.stream_view)
     return Encoded(words, word_first, first, file, line, col, gk)

@@ -315,6 +315,14 @@ def synchronise_arrays(stream: np.ndarray, engine: np.ndarray, acc_ptr: np.ndarr
                             np.arange(rows, dtype=np.int32), acc_write, acc_memory, acc_itemsize, acc_ndims, acc_dims)
 
 
+def _narrow(a: np.ndarray, narrow: type, wide: type) -> np.ndarray:
+    """`a` contiguous, as it is when its dtype is `narrow` or `wide`, else converted to `wide`: the
+    assembler passes narrow columns where the values allow (`ncsim.asm.build.access_rows`), and the
+    kernels are compiled for both."""
+    a = np.ascontiguousarray(a)
+    return a if a.dtype in (np.dtype(narrow), np.dtype(wide)) else a.astype(wide)
+
+
 def synchronise_rows(stream: np.ndarray, engine: np.ndarray, acc_ptr: np.ndarray, row_offset: np.ndarray,
                      row_first: np.ndarray, row_end: np.ndarray, row_shape: np.ndarray, row_write: np.ndarray,
                      shape_memory: np.ndarray, shape_itemsize: np.ndarray, shape_ndims: np.ndarray,
@@ -328,13 +336,13 @@ def synchronise_rows(stream: np.ndarray, engine: np.ndarray, acc_ptr: np.ndarray
 
     Besides the inputs it takes about 20 bytes per row (the rows' order and instruction, 12, and the
     search trees) and 4 x (ids + 1) bytes per instruction."""
-    stream = np.ascontiguousarray(stream, dtype=np.int32)
-    engine = np.ascontiguousarray(engine, dtype=np.int32)
-    acc_ptr = np.ascontiguousarray(acc_ptr, dtype=np.int64)
+    stream = _narrow(stream, np.int8, np.int32)
+    engine = _narrow(engine, np.int8, np.int32)
+    acc_ptr = _narrow(acc_ptr, np.int32, np.int64)
     row_offset = np.ascontiguousarray(row_offset, dtype=np.int64)
-    row_first = np.ascontiguousarray(row_first, dtype=np.int32)
-    row_end = np.ascontiguousarray(row_end, dtype=np.int32)
-    row_shape = np.ascontiguousarray(row_shape, dtype=np.int32)
+    row_first = _narrow(row_first, np.int16, np.int32)
+    row_end = _narrow(row_end, np.int16, np.int32)
+    row_shape = _narrow(row_shape, np.int16, np.int32)
     row_write = np.ascontiguousarray(row_write, dtype=np.bool_)
     n = len(stream)
     rows = len(row_offset)

@@ -99,13 +99,9 @@ def load_program(program: str | Path | ObjectFile | Program, config: Config,
         from ncsim.asm.assembler import Assembler, read_source
 
         with Progress(None, f"assembling {path}"):
-            asm = Assembler(config, params)
-            obj = asm.assemble(read_source(path), path)
-            # The program straight from the assembler's arrays: the object is not decoded again, nor
-            # kept (with the assembler, its words go: RunResult.obj makes the same bytes when asked).
-            prog = Program.from_encoded(asm.program.encoded, obj.kernel, obj.files, obj.tensors, path,
-                                        getattr(obj, "semaphores", {}), obj.gpsimd)
-            prog.rules_kept = config  # the assembler checked every instruction under `config`
+            # Straight into the decoded program, its words made and read a block at a time: no object
+            # (RunResult.obj makes the same bytes when asked).
+            prog = Assembler(config, params).assemble_program(read_source(path), path)
             return prog, path, False
     from ncsim.asm.elf import load_object
 

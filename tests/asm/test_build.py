@@ -171,7 +171,7 @@ def test_synchronising_and_encoding_a_long_loop_take_little_besides_the_words():
     """Program.build's traced peak on 100,000 instructions of a DMA + compute stream (1.2 waits each),
     over the encoded words (202 bytes per instruction here): under 80 bytes per instruction (112
     before the search trees' leaves grew to 64 rows and encoding stopped keeping whole-program
-    temporaries; 65 now). Numba's functions are loaded by a small assembly first."""
+    temporaries; 65 then, 71 with the words made a block at a time). Numba's functions are loaded by a small assembly first."""
     import tracemalloc
 
     from ncsim.asm.assembler import Assembler
