@@ -1,8 +1,9 @@
 """The decoded program: one loaded kernel as flat numpy arrays, read by every phase.
 
 A `Program` is built once, from an object file (`Program.from_object`), straight from the
-assembler's encoded arrays (`Program.from_encoded`: no object in between), or from instructions
-made in Python (`Program.from_instructions`). The functional machine (`ncsim.runtime.machine`), the
+assembler's words a block at a time (`Program.from_blocks`: neither an object nor the whole
+program's words in between), from its whole encoded arrays (`Program.from_encoded`), or from
+instructions made in Python (`Program.from_instructions`). The functional machine (`ncsim.runtime.machine`), the
 timing model (`ncsim.runtime.timing`), and through its result the race check, the report and the
 trace all read it; none of them decodes the instruction bytes again.
 
@@ -32,7 +33,9 @@ of the program, where errors are placed when there is no source). The object for
 semaphores, so neither does the program.
 
 Decoding: one numba pass (`_read`) walks the streams, checks each header and writes every column
-(into numpy arrays as long as the words bound them, cut in place after); only the first instruction
+(into numpy arrays as long as the words bound them, or exactly as long as the assembler counted,
+cut in place after); it reads a piece of words at a time with its counts and body tables carried
+over (`_Reader`), so the assembler's blocks are read as they come; only the first instruction
 of each body is decoded into an `Instruction` (a tiled kernel of a million instructions has a few
 hundred bodies). `instruction(k)` gives any instruction as an `Instruction`, made from its body's
 and its own columns (not from the bytes) and kept; the functional machine runs those, `stream(engine)`

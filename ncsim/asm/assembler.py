@@ -165,7 +165,8 @@ class Program:
     def synchronise(self, config: Config, reserved: set[int]) -> tuple[build.Gathered, build.Synced]:
         """Insert the semaphores between streams (in auto mode)."""
         for c in self.chunks:
-            c.instr = build.narrow_lanes(c.instr)
+            if c.n > 1:  # (a chunk of one lane holds plain integers)
+                c.instr = build.narrow_lanes(c.instr)
         gathered = build.Gathered(self.chunks, self.count)
         if self.sync == "auto":
             synced = build.synchronise(gathered, config.semaphores, used_semaphores([c.instr for c in self.chunks]) | reserved)

@@ -11,24 +11,28 @@ is a chunk of one lane. This module never makes a Python object per instruction:
 2. automatic synchronisation (`ncsim.asm.sync.synchronise_rows` over that table) gives the waits, and
    the semaphores are assigned to the streams waited for, as `ncsim.asm.sync` documents; the access
    table is dropped before encoding;
-3. `encode_program`: every chunk encoded for its lanes in batches of BATCH (`encode_lanes`), placed
-   by a small numba kernel (`_place`) with room for the automatic waits and signals, which are then
-   written in, laid out per engine stream as one array of 64-bit words; the object's streams are
-   read-only views of it (`Encoded.stream_view`) and its line tables columns (`LineTable`).
+3. encoding, a block at a time (`_Layout`): one stream's BLOCK instructions, each chunk's lanes among
+   them encoded in batches of BATCH (`encode_lanes`), placed by a small numba kernel (`_place`) with
+   room for the automatic waits and signals, which are then written in. `encode_program` lays the
+   blocks into one array of 64-bit words, per engine stream, for an object (its streams are
+   read-only views of it, `Encoded.stream_view`, and its line tables columns, `LineTable`); `Blocks`
+   gives them one block at a time in one buffer, for `ncsim.program.Program.from_blocks`, which reads
+   each as it comes (`Assembler.assemble_program`, what `ncsim run` does with a .s file).
 
-Memory (the words are most of it: 181 bytes per instruction on tools/bench_pipeline.py's program).
-Before synchronisation and before encoding, the heap memory earlier stages freed is handed back to the
-system (`give_back`). Program-order positions are int32, stream ids and the edges' operands int8.
-Besides the words, encoding keeps 13 bytes per instruction (word starts, wait counts, signal flags)
-while it fills them and then makes the object's columns (line tables and origins, 16 bytes); the rest
-it needs per instruction is made a block of BATCH at a time, and the word positions (`Encoded.pos`)
-only when asked. The peak is the end of encoding, where the words, the line tables, the parsed chunks
-(20 bytes per instruction of that program: their positions and operand lanes) and what the sync report
-needs (the edges and ranks, 16, and the instructions' chunks and engines, 5) are live
-together. Measured on that program's 10^6 instructions (peak RSS growth of the whole assembly, as the
-benchmark takes it): 301 bytes per instruction before this was done, 246-248 after (traced: 274 ->
-238). The issue's 200 is out of reach without a more compact encoding of the words (an access
-pattern is a fixed 56-byte field): the object's own words and line tables are 193.
+Memory. Once parsing is over, the chunks' lanes are held as int32 where every value fits
+(`narrow_lanes`), and the access table takes int16 partitions and shapes and an int32 pointer column
+where they fit. Before synchronisation and before encoding (and every TRIM_EVERY instructions of
+`Blocks`), the heap memory earlier stages freed is handed back to the system (`give_back`).
+Program-order positions are int32, stream ids and the edges' operands int8. Besides what it makes,
+encoding keeps 9 bytes per instruction (wait counts, signal flags, the streams' order) and a block's
+temporaries. Assembling straight into the decoded program never holds the program's words: on
+tools/bench_pipeline.py's 10^6 instructions its peak (RSS growth of the whole assembly, as the
+benchmark takes it) is 188-189 bytes per instruction, at synchronisation and at the end, where the
+decoded program's 127 bytes, the parsed chunks (12 bytes per instruction of that program) and what
+the sync report needs (the edges and ranks, 16, and the instructions' chunks and engines, 5) are live
+together. An object's words are 181 bytes per instruction of that program (an access pattern is a
+fixed 56-byte field) and its line tables 12: assembling into an object peaks at 243-251 bytes per
+instruction (301 before the encoding was made in blocks of flat arrays).
 
 An instruction that would wait on more semaphores than the encoding holds is the one case built one
 at a time (the extra waits go on sem_wait instructions before it, on its engine).
@@ -513,6 +517,7 @@ class _Layout:
         # instructions each program-order one becomes (a blob's sem_waits come before it)
         self.made = {g: len(parts) for g, parts in self.blobs.items()}
         self.ascending: dict[int, bool] = {}  # per chunk: whether its positions ascend (`lanes`)
+        self.where = np.array([c.where for c in chunks], np.int64).reshape(-1, 3)  # per chunk: file, line, col
 
     def blocks(self) -> list[tuple[int, int, int]]:
         """(lo, hi, engine): the blocks, korder[lo:hi], in order."""
@@ -616,7 +621,7 @@ class _Layout:
 
     def places(self, gk: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(file, line, col) of instructions whose program-order instructions are gk."""
-        where = np.array([c.where for c in self.gathered.chunks], np.int64).reshape(-1, 3)[self.ck[gk]]
+        where = self.where[self.ck[gk]]
         return where[:, 0], where[:, 1], where[:, 2]
 
 

@@ -189,3 +189,56 @@ def test_synchronising_and_encoding_a_long_loop_take_little_besides_the_words():
         tracemalloc.stop()
     words = asm.program.encoded.words.nbytes
     assert words / n > 150 and (peak - words) / n < 80
+
+
+def test_lanes_are_held_as_int32_where_every_value_fits():
+    """narrow_lanes: once parsing is over, a chunk's lanes are int32 where each value fits exactly,
+    int64 where one does not, and constants keep theirs (their encoding masks them as int64); the
+    object is the one the int64 lanes give."""
+    import numpy as np
+
+    from ncsim.asm.instruction import encode_lanes
+    from ncsim.asm.lanes import Lanes
+
+    text = """
+.hbm big f32[1048576, 1024] in
+.sbuf a f32[128, 64]
+.for i in 0..4
+  dma_copy a[0:1, :], big[i * 300000 : i * 300000 + 1, 0:64]
+  tensor_scalar a[:, 0:1], a[:, i:i + 1], add, i
+.end
+"""
+    from ncsim.asm.assembler import Assembler
+
+    asm = Assembler()
+    asm.assemble_lines(text, "narrow.s")
+    chunks = asm.program.chunks
+    dma = next(c for c in chunks if c.instr.mnemonic == "dma_copy")
+    narrowed = build.narrow_lanes(dma.instr)
+    src = narrowed.operands["src"]
+    assert isinstance(src.offset, Lanes) and src.offset.v.dtype == np.int64  # up to 3.7e9 bytes: past int32
+    assert narrowed.operands["dst"] == dma.instr.operands["dst"]
+    ts = next(c for c in chunks if c.instr.mnemonic == "tensor_scalar")
+    narrowed = build.narrow_lanes(ts.instr)
+    offset = narrowed.operands["data"].offset
+    assert isinstance(offset, Lanes) and offset.v.dtype == np.int32
+    assert narrowed.operands["operand0"] is ts.instr.operands["operand0"]  # a constant: as it was
+    for c in (dma, ts):
+        n = c.n
+        assert (encode_lanes(build.narrow_lanes(c.instr), n) == encode_lanes(c.instr, n)).all()
+
+
+def test_the_access_table_is_narrow_where_the_values_allow():
+    """access_rows gives int16 partitions and shapes and an int32 pointer column where they fit (the
+    sync kernels take those as they are, and int32 / int64 otherwise)."""
+    import numpy as np
+
+    from ncsim.asm import sync
+    from ncsim.asm.assembler import Assembler
+
+    asm = Assembler()
+    asm.assemble_lines(LOOPS, "loops.s")
+    acc = build.access_rows(build.Gathered(asm.program.chunks, asm.program.count))
+    assert (acc.first.dtype, acc.end.dtype, acc.shape.dtype, acc.ptr.dtype) == (np.int16, np.int16, np.int16, np.int32)
+    assert sync._narrow(acc.first, np.int16, np.int32) is acc.first
+    assert sync._narrow(np.arange(3, dtype=np.int64), np.int16, np.int32).dtype == np.int32
