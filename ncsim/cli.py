@@ -92,25 +92,26 @@ def asm(source: str, output: str | None, show_sync: bool, defines: tuple[str, ..
     """Assemble SOURCE (.s) into an ELF object."""
     from ncsim import progress, warmup
     from ncsim.asm.assembler import Assembler, read_source
-    from ncsim.asm.elf import write_elf
+    from ncsim.asm.elf import write_program
 
     config = make_config(config_files, sets)
     assembler = Assembler(config, parse_defines(defines))
     text = read_source(source)
+    out = Path(output) if output else Path(source).with_suffix(".o")
     with progress.enable_bars(not quiet), warmup.prepare(_announce(quiet)), \
             progress.Progress(None, f"assembling {source}"):
-        obj = assembler.assemble(text, source)
+        # Straight into the decoded program, then written out with its words made again a block at a
+        # time: the object's words are never whole in memory (docs/running.md).
+        prog = assembler.assemble_program(text, source)
+        try:
+            size = write_program(prog, out)
+        except OSError as e:
+            raise NcsimError(f"cannot write {out}: {e.strerror}", file=str(out)) from None
     if show_sync:
         click.echo(assembler.program.sync_report)
-    out = Path(output) if output else Path(source).with_suffix(".o")
-    data = write_elf(obj)
-    try:
-        out.write_bytes(data)
-    except OSError as e:
-        raise NcsimError(f"cannot write {out}: {e.strerror}", file=str(out)) from None
-    counts = instruction_counts(obj)
-    click.echo(f"{out}: kernel {obj.kernel}, {sum(counts.values())} instructions"
-               f" ({format_counts(counts)}), {len(obj.tensors)} tensors, {len(data)} bytes")
+    counts = instruction_counts(prog)
+    click.echo(f"{out}: kernel {prog.kernel}, {sum(counts.values())} instructions"
+               f" ({format_counts(counts)}), {len(prog.tensors)} tensors, {size} bytes")
 
 
 @cli.command()

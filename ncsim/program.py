@@ -430,6 +430,12 @@ class Program:
                 self.ap_ptr, self.ap_value, tab.fixed_words, tab.ap_off, tab.sem_operand)
         return words, pos
 
+    def encoded_size(self, ks: np.ndarray) -> int:
+        """The words instructions `ks` take encoded (`encoded(ks)`'s length), without encoding them."""
+        tab = _tables()
+        return int(_encoded_sizes(ks, self.opcode, self.wait_ptr, self.signal_ptr, tab.fixed_words, tab.sem_operand,
+                                  np.empty(len(ks), np.int64)))
+
     def prefix(self, counts: Sequence[int]) -> Program:
         """The program of the first counts[e] instructions of each stream e."""
         ks = np.concatenate([np.arange(int(self.first[e]), int(self.first[e]) + int(c))

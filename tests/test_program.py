@@ -296,3 +296,20 @@ def test_columns_allocated_for_fewer_rows_stop_the_reader():
     blocks.waits -= 1
     with pytest.raises(AssertionError, match="allocated for fewer rows"):
         Program.from_blocks(blocks, "giou", asm.program.files, [])
+
+
+@pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.name)
+def test_a_program_written_a_block_at_a_time_is_its_objects_file(path, tmp_path, monkeypatch):
+    """elf.write_program (what `ncsim asm` does: the words made again a few instructions at a time as
+    they are written, the line records a few entries at a time) writes write_elf's bytes, and so does
+    write_elf_file of the object."""
+    from ncsim.asm import elf
+
+    obj = assemble_file(path)
+    want = write_elf(obj)
+    monkeypatch.setattr(elf, "_LINES_AT_ONCE", 5)
+    prog = Assembler(DEFAULT).assemble_program(path.read_text(), str(path))
+    assert elf.write_program(prog, tmp_path / "p.o", block=3) == len(want)
+    assert (tmp_path / "p.o").read_bytes() == want
+    assert elf.write_elf_file(obj, tmp_path / "o.o") == len(want)
+    assert (tmp_path / "o.o").read_bytes() == want

@@ -659,7 +659,7 @@ class Blocks:
         lay = self.lay
         src = [np.empty(self.count, np.int32) for _ in range(3)]  # file, line, col
         sizes = [int(lay.sizes(lay.korder[lo:hi]).sum()) for lo, hi, _ in self.blocks]
-        buffer = np.empty(max(sizes, default=0), np.uint64)  # one for every block: no heap left behind
+        buffer = words = np.empty(max(sizes, default=0), np.uint64)  # one for every block: no heap left behind
         k = 0
         trim_at = TRIM_EVERY
         for (lo, hi, e), size in zip(self.blocks, sizes):

@@ -85,9 +85,11 @@ import io
 import os
 import re
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
 
 import numba
 import numpy as np
@@ -145,12 +147,24 @@ _SHN_ABS = 0xFFF1
 # Writing
 
 
+class Pieces:
+    """Section data of a known size made in pieces as it is written (so that the whole of it is never
+    in memory): `nbytes`, and `pieces()` gives buffers that add up to it."""
+
+    def __init__(self, nbytes: int, pieces: Callable[[], Iterable[Any]]):
+        self.nbytes = nbytes
+        self.pieces = pieces
+
+    def __len__(self) -> int:
+        return self.nbytes
+
+
 @dataclass(frozen=True)
 class _Section:
     name: str
     type: int
     flags: int
-    data: bytes
+    data: bytes | memoryview | Pieces
     addralign: int
     entsize: int = 0
     link: int = 0
@@ -186,12 +200,28 @@ _LINE_RECORD = np.dtype([("engine", "u1"), ("reserved", "V3"), ("index", "<u4"),
                          ("col", "<u4")])
 
 
-def _line_records(code: int, entries: Sequence[LineEntry], nfiles: int) -> bytes | None:
-    """The .ncsim.lines records of one stream, packed by numpy; None when an entry breaks a rule (the
-    caller's loop, one entry at a time, then says which and how)."""
+_LINES_AT_ONCE = 1 << 16  # line records of a long LineTable packed at a time, as they are written
+
+
+def _table_part(table: LineTable, a: int) -> LineTable:
+    """Entries a .. a + _LINES_AT_ONCE - 1 of `table`, as a LineTable of its columns' slices."""
+    b = a + _LINES_AT_ONCE
+    return LineTable(table.file[a:b], table.line[a:b], table.col[a:b])
+
+
+def _line_records_ok(table: LineTable, nfiles: int) -> bool:
+    """Whether every entry of `table` keeps the rules _line_records checks (a block at a time)."""
+    return all(_line_records(0, _table_part(table, a), nfiles, a) is not None
+               for a in range(0, len(table), _LINES_AT_ONCE))
+
+
+def _line_records(code: int, entries: Sequence[LineEntry], nfiles: int, start: int = 0) -> bytes | None:
+    """The .ncsim.lines records of one stream (or of its entries from index `start` on, a LineTable's
+    slice), packed by numpy; None when an entry breaks a rule (the caller's loop, one entry at a time,
+    then says which and how)."""
     if isinstance(entries, LineTable):
         file, line, col = (np.asarray(c).astype(np.int64) for c in (entries.file, entries.line, entries.col))
-        index = np.arange(len(entries), dtype=np.int64)
+        index = np.arange(start, start + len(entries), dtype=np.int64)
         table = np.stack((index, file, line, col), axis=1) if len(entries) else np.zeros((0, 4), np.int64)
     else:
         try:
@@ -213,12 +243,49 @@ def write_elf(obj: ObjectFile) -> bytes:
     Raises ValueError if `obj` breaks an invariant the assembler guarantees (an unknown engine,
     memory or kind, a field too wide for its record, unsorted line entries).
     """
+    out = io.BytesIO()
+    write_elf_to(obj, out)
+    return out.getvalue()
+
+
+def write_elf_file(obj: ObjectFile, path: str | Path) -> int:
+    """Write `obj`'s ELF object (`write_elf`'s bytes) to the file `path` without making them whole in
+    memory: the streams are written from the object's buffers, or piece by piece where they are
+    `Pieces` (a decoded program's, `write_program`); returns the bytes written."""
+    with open(path, "wb") as out:
+        return write_elf_to(obj, out)
+
+
+def write_program(prog: Any, path: str | Path, block: int = 1 << 14) -> int:
+    """Write the object of a decoded program (`ncsim.program.Program`) to the file `path`, its words made
+    again (`Program.encoded`) `block` instructions at a time as they are written, and its line records
+    one stream at a time: the same bytes as write_elf(prog.to_object()), never more than a block of
+    them in memory. Returns the bytes written."""
+    obj = ObjectFile(kernel=prog.kernel, files=list(prog.files), tensors=list(prog.tensors), gpsimd=list(prog.gpsimd),
+                     semaphores=dict(prog.semaphores))
+    first = [int(f) for f in prog.first]
+    for i, e in enumerate(ENGINES):
+        lo, hi = first[i], first[i + 1]
+        obj.lines[e] = LineTable(prog.src_file[lo:hi], prog.src_line[lo:hi], prog.src_col[lo:hi])
+        ranges = [np.arange(a, min(a + block, hi), dtype=np.int64) for a in range(lo, hi, block)]
+        sizes = [prog.encoded_size(ks) for ks in ranges]
+        obj.streams[e] = Pieces(8 * sum(sizes), lambda ranges=ranges: (prog.encoded(ks)[0] for ks in ranges))
+    return write_elf_file(obj, path)
+
+
+def _piece_bytes(data: bytes | memoryview | Pieces) -> Iterable[Any]:
+    return data.pieces() if isinstance(data, Pieces) else (data,)
+
+
+def write_elf_to(obj: ObjectFile, out: BinaryIO) -> int:
+    """Write `obj`'s ELF object (`write_elf`'s bytes) to the binary file `out`, section by section;
+    returns the bytes written."""
     unknown = sorted(set(obj.streams) - set(ENGINES)) + sorted(set(obj.lines) - set(ENGINES))
     if unknown:
         raise ValueError(f"unknown engine {unknown[0]!r}; the engines are {', '.join(ENGINES)}")
     if not obj.kernel:
         raise ValueError("the kernel has no name")
-    streams = [bytes(obj.streams.get(e, b"")) for e in ENGINES]
+    streams = [s if isinstance(s, Pieces) else memoryview(s).cast("B") for s in (obj.streams.get(e, b"") for e in ENGINES)]
 
     strtab = _StringTable()
     kernel_name = strtab.add(obj.kernel, "kernel name")
@@ -254,24 +321,33 @@ def write_elf(obj: ObjectFile) -> bytes:
 
     files = b"".join(_FILE.pack(strtab.add(f, "source file name")) for f in obj.files)
 
-    lines = bytearray()
+    lines: list[bytes | Pieces] = []
     for code, engine in enumerate(ENGINES):
-        fast = _line_records(code, obj.lines.get(engine, []), len(obj.files))
+        table = obj.lines.get(engine, [])
+        if isinstance(table, LineTable) and len(table) > _LINES_AT_ONCE and _line_records_ok(table, len(obj.files)):
+            lines.append(Pieces(_LINE.size * len(table), lambda code=code, table=table: (  # made as they are written
+                _line_records(code, _table_part(table, a), len(obj.files), a) for a in range(0, len(table), _LINES_AT_ONCE))))
+            continue
+        fast = _line_records(code, table, len(obj.files))
         if fast is not None:
-            lines += fast
+            lines.append(fast)
             continue
         previous = -1
+        records = bytearray()
         for entry in obj.lines.get(engine, []):
             what = f"{engine} line entry for instruction {entry.index}"
             if entry.index <= previous:
                 raise ValueError(f"{what} follows instruction {previous}: indices must increase")
             if not 0 <= entry.file < len(obj.files):
                 raise ValueError(f"{what} names file {entry.file} but there are {len(obj.files)} files")
-            lines += _LINE.pack(
+            records += _LINE.pack(
                 code, b"\0\0\0", _check_range(entry.index, _U32, f"{what}: index"), entry.file,
                 _check_range(entry.line, _U32, f"{what}: line"), _check_range(entry.col, _U32, f"{what}: col"),
             )
             previous = entry.index
+        lines.append(bytes(records))
+    lines_data = Pieces(sum(len(part) for part in lines),
+                        lambda: (piece for part in lines for piece in _piece_bytes(part)))
 
     gpsimd = _gpsimd_section(obj, strtab)
     sems = _sems_section(obj, strtab)
@@ -284,7 +360,7 @@ def write_elf(obj: ObjectFile) -> bytes:
         _Section(KERNEL_SECTION, _SHT_PROGBITS, 0, kernel, 4, link=strtab_index),
         _Section(TENSORS_SECTION, _SHT_PROGBITS, 0, bytes(tensors), 8, _TENSOR.size, strtab_index),
         _Section(FILES_SECTION, _SHT_PROGBITS, 0, files, 4, _FILE.size, strtab_index),
-        _Section(LINES_SECTION, _SHT_PROGBITS, 0, bytes(lines), 4, _LINE.size),
+        _Section(LINES_SECTION, _SHT_PROGBITS, 0, lines_data, 4, _LINE.size),
         _Section(".symtab", _SHT_SYMTAB, 0, b"".join(symbols), 8, _SYM.size, strtab_index, info=1),
         _Section(".strtab", _SHT_STRTAB, 0, strtab.data(), 1),
     ]
@@ -299,23 +375,31 @@ def write_elf(obj: ObjectFile) -> bytes:
     assert [s.name for s in sections] == list(SECTION_ORDER)
     sections += extra
 
-    body = bytearray(_EHDR.size)
+    # The layout first (every size is known), then the bytes in file order.
+    at = _EHDR.size
     headers = [bytes(_SHDR.size)]
+    places = []
     for name, s in zip(names, sections):
-        body += bytes(-len(body) % s.addralign)
+        at += -at % s.addralign
+        places.append(at)
         headers.append(_SHDR.pack(
-            name, s.type, s.flags, 0, len(body), len(s.data), s.link, s.info, s.addralign, s.entsize,
+            name, s.type, s.flags, 0, at, len(s.data), s.link, s.info, s.addralign, s.entsize,
         ))
-        body += s.data
-    body += bytes(-len(body) % 8)
-    shoff = len(body)
-    body += b"".join(headers)
+        at += len(s.data)
+    shoff = at + (-at % 8)
     ident = _ELF_MAGIC + bytes([_ELFCLASS64, _ELFDATA2LSB, _EV_CURRENT, _ELFOSABI_NONE]) + bytes(8)
-    body[: _EHDR.size] = _EHDR.pack(
+    written = out.write(_EHDR.pack(
         ident, _ET_REL, _EM_NONE, _EV_CURRENT, 0, 0, shoff, 0, _EHDR.size, 0, 0, _SHDR.size,
         len(headers), _INDEX[".shstrtab"],
-    )
-    return bytes(body)
+    ))
+    for place, s in zip(places, sections):
+        written += out.write(bytes(place - written))
+        for piece in _piece_bytes(s.data):
+            written += out.write(piece)
+        if written != place + len(s.data):
+            raise AssertionError(f"section {s.name}: {written - place} bytes written for {len(s.data)}")
+    written += out.write(bytes(shoff - written))
+    return written + out.write(b"".join(headers))
 
 
 def _gpsimd_section(obj: ObjectFile, strtab: _StringTable) -> bytes:
