@@ -555,8 +555,8 @@ class _Reader:
     """_read's columns, tables and counts, for a program read a piece of words at a time (`feed`) and
     then cut to what was written (`columns`). The columns are allocated for at most n instructions,
     `waits` waits, `signals` signals, `patterns` access patterns and `footprints` footprints (_read
-    stops at an instruction that would not fit), untouched where not written; the bodies' tables start at _BODIES rows and grow x8 when
-    full (`grow`), the pieces read so far kept."""
+    stops at an instruction that would not fit), untouched where not written; the bodies' tables
+    start at _BODIES rows and grow x8 when full (`_tables`), what was read so far kept."""
 
     def __init__(self, n: int, waits: int, signals: int, patterns: int, footprints: int, ptr: type):
         e = np.empty
@@ -598,9 +598,10 @@ class _Reader:
         word) of a malformed header (1) or an instruction encoded for another engine (2) at that word."""
         tab = _tables()
         while True:
-            status, p = _read(words, lo, end, e, *self.arrays[:2], self.reps, self.rpos, *self.arrays[2:], *self.per_body, self.rhash,
-                              self.table, self.mru, self.store, self.spos, self.st, tab.fixed_words, tab.key_mask,
-                              tab.ap_off, tab.ap_access, tab.ap_count, tab.sem_operand, tab.itemsize)
+            status, p = _read(words, lo, end, e, *self.arrays[:2], self.reps, self.rpos, *self.arrays[2:],
+                              *self.per_body, self.rhash, self.table, self.mru, self.store, self.spos, self.st,
+                              tab.fixed_words, tab.key_mask, tab.ap_off, tab.ap_access, tab.ap_count, tab.sem_operand,
+                              tab.itemsize)
             if status == 4:
                 raise AssertionError(f"_read's columns were allocated for fewer rows (counts {self.st.tolist()})")
             if status != 3:
