@@ -563,7 +563,8 @@ class _Layout:
                 part_idx = group[b:b + BATCH]
                 g = gs[part_idx]
                 lanes_idx = self.lanes(ci, g)
-                part = c.instr if len(lanes_idx) == c.n else take(c.instr, lanes_idx)
+                whole = len(lanes_idx) == c.n and self.ascending[ci]  # every lane, in lane order
+                part = c.instr if whole else take(c.instr, lanes_idx)
                 enc = encode_lanes(part, len(lanes_idx)).view(np.uint64)
                 _place(words, enc, starts[part_idx], self.aw[g], self.signs[g], sizes[part_idx], hw, w, s)
                 del enc

@@ -242,3 +242,35 @@ def test_the_access_table_is_narrow_where_the_values_allow():
     assert (acc.first.dtype, acc.end.dtype, acc.shape.dtype, acc.ptr.dtype) == (np.int16, np.int16, np.int16, np.int32)
     assert sync._narrow(acc.first, np.int16, np.int32) is acc.first
     assert sync._narrow(np.arange(3, dtype=np.int64), np.int16, np.int32).dtype == np.int32
+
+
+def test_a_chunk_whose_lanes_are_not_in_program_order_encodes_each_lane_at_its_place():
+    """A chunk's lanes need not come in program order: with every chunk's lanes and positions reversed,
+    the object and the decoded program are those of the program as parsed."""
+    import numpy as np
+
+    from ncsim.asm.assembler import Assembler
+    from ncsim.config import DEFAULT
+    from ncsim.program import Program
+
+    def parsed() -> Assembler:
+        asm = Assembler()
+        asm.assemble_lines(LOOPS, "loops.s")
+        return asm
+
+    want = parsed()
+    want.program.build(DEFAULT, set())
+    obj = want.program.to_object()
+    reversed_ = parsed(), parsed()
+    for asm in reversed_:
+        for c in asm.program.chunks:
+            if c.n > 1:
+                back = np.arange(c.n)[::-1]
+                c.instr, c.positions = build.take(c.instr, back), c.positions[back]
+    asm, asm2 = reversed_
+    asm.program.build(DEFAULT, set())
+    assert write_elf(asm.program.to_object()) == write_elf(obj)
+    decoded = asm2.program.decode(DEFAULT, set(), "loops.s", {})
+    loaded = Program.from_object(obj, "loops.s")
+    assert write_elf(decoded.to_object()) == write_elf(obj)
+    assert np.array_equal(decoded.ap_value, loaded.ap_value) and np.array_equal(decoded.body, loaded.body)
