@@ -251,24 +251,29 @@ class Assembler:
 
     # ---------------------------------------------------------------- driver
     def assemble(self, text: str, filename: str) -> ObjectFile:
-        self.program.kernel = _identifier(Path(filename).stem)
-        self.assemble_lines(text, filename)
-        self.check_params(filename)
+        self.parse(text, filename)
         self.program.build(self.config, set(self.env.sems.values()))
         obj = self.program.to_object()
-        obj.semaphores = {number: name for name, number in self.env.sems.items()}
+        obj.semaphores = self.semaphore_names()
         return obj
 
     def assemble_program(self, text: str, filename: str) -> Decoded:
-        """Assemble straight into the decoded program (`ncsim.program.Program`), as `ncsim run` does for a
-        .s file: the same program as decoding `assemble`'s object, without the object's words."""
+        """Assemble straight into the decoded program (`ncsim.program.Program`), as `ncsim run` and `ncsim
+        asm` do with a .s file: the same program as decoding `assemble`'s object, without the object's words."""
+        self.parse(text, filename)
+        prog = self.program.decode(self.config, set(self.env.sems.values()), filename, self.semaphore_names())
+        prog.rules_kept = self.config  # every instruction was checked under it as it was assembled
+        return prog
+
+    def parse(self, text: str, filename: str) -> None:
+        """Every line of `text` into chunks, the kernel named after the file and the .param names checked."""
         self.program.kernel = _identifier(Path(filename).stem)
         self.assemble_lines(text, filename)
         self.check_params(filename)
-        prog = self.program.decode(self.config, set(self.env.sems.values()), filename,
-                                   {number: name for name, number in self.env.sems.items()})
-        prog.rules_kept = self.config  # every instruction was checked under it as it was assembled
-        return prog
+
+    def semaphore_names(self) -> dict[int, str]:
+        """The source's `.sem` names, by number."""
+        return {number: name for name, number in self.env.sems.items()}
 
     def assemble_lines(self, text: str, filename: str) -> None:
         lines = source_lines(text, filename)

@@ -251,7 +251,7 @@ def access_rows(gathered: Gathered) -> AccessRows:
     # narrower where the values allow (the sync kernels take either): 5 bytes per row fewer at the peak
     if len(shapes) <= np.iinfo(np.int16).max:
         shape = shape.astype(np.int16)
-    if rows and max(int(first.max()), int(end.max())) <= np.iinfo(np.int16).max and min(int(first.min()), 0) == 0:
+    if rows and int(first.min()) >= 0 and max(int(first.max()), int(end.max())) <= np.iinfo(np.int16).max:
         first, end = first.astype(np.int16), end.astype(np.int16)
     if rows < 2**31 - 1:
         ptr = ptr.astype(np.int32)
@@ -514,8 +514,6 @@ class _Layout:
             per_engine[e + 1] = done
         self.cuts = np.unique(np.concatenate([np.arange(int(per_engine[e]), int(per_engine[e + 1]), BLOCK)
                                               for e in range(len(ENGINES))] + [per_engine]))
-        # instructions each program-order one becomes (a blob's sem_waits come before it)
-        self.made = {g: len(parts) for g, parts in self.blobs.items()}
         self.ascending: dict[int, bool] = {}  # per chunk: whether its positions ascend (`lanes`)
         self.where = np.array([c.where for c in chunks], np.int64).reshape(-1, 3)  # per chunk: file, line, col
 
@@ -523,11 +521,16 @@ class _Layout:
         """(lo, hi, engine): the blocks, korder[lo:hi], in order."""
         return [(lo, hi, int(self.engine[self.korder[lo]])) for lo, hi in itertools.pairwise(self.cuts.tolist())]
 
-    def sizes(self, gs: np.ndarray) -> np.ndarray:
-        """The words of instructions gs (int64)."""
+    @cached_property
+    def block_words(self) -> list[int]:
+        """The words of each block of `blocks()`."""
+        return [int(self.sizes(self.korder[lo:hi]).sum()) for lo, hi, _ in self.blocks()]
+
+    def sizes(self, gs: np.ndarray, special: np.ndarray | None = None) -> np.ndarray:
+        """The words of instructions gs (int64); `special`: their `_special` mask, if already at hand."""
         sizes = (self.fixed[self.ck[gs]] + self.aw[gs] + self.signs[gs]).astype(np.int64)
         if self.blobs:
-            for i in np.flatnonzero(self._special(gs)).tolist():
+            for i in np.flatnonzero(self._special(gs) if special is None else special).tolist():
                 sizes[i] = sum(len(b) for b in self.blobs[int(gs[i])]) // 8
         return sizes
 
@@ -541,13 +544,14 @@ class _Layout:
         signal, which are then written in: the j-th wait of each consumer in the order the edges were
         found, after the instruction's own; its signal after its own signals."""
         gs = self.korder[lo:hi]
-        sizes = self.sizes(gs)
+        special = self._special(gs) if self.blobs else None
+        sizes = self.sizes(gs, special)
         starts = np.empty(len(gs), np.int64)
         starts[0] = base
         np.cumsum(sizes[:-1], out=starts[1:])
         starts[1:] += base
         end = int(starts[-1] + sizes[-1])
-        normal = ~self._special(gs) if self.blobs else None
+        normal = None if special is None else ~special
         cks = self.ck[gs]
         order = np.argsort(cks, kind="stable")
         bounds = np.flatnonzero(np.diff(cks[order])) + 1
@@ -615,9 +619,9 @@ class _Layout:
         gs = self.korder[lo:hi]
         if not self.blobs:
             return gs
-        made = np.ones(len(gs), np.int64)
+        made = np.ones(len(gs), np.int64)  # instructions each becomes (a blob's sem_waits come before it)
         for i in np.flatnonzero(self._special(gs)).tolist():
-            made[i] = self.made[int(gs[i])]
+            made[i] = len(self.blobs[int(gs[i])])
         return np.repeat(gs, made)
 
     def places(self, gk: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -629,18 +633,16 @@ class _Layout:
 class Blocks:
     """The program's words a block at a time (one stream's at most BLOCK instructions, in the streams'
     order), for a decoder that never holds them whole (`ncsim.program.Program.from_blocks`): iterating
-    gives (engine, words) per block. Known before the first block: `count` instructions and at most
-    `waits` waits, `signals` signals and `patterns` access patterns as the decoder counts them, `words`
-    in all; `places()` gives each instruction's source place. Per instruction it keeps 4 bytes of
-    automatic waits, 1 of signals, 4 of place and (while the blocks are made) 4 of lane."""
+    gives (engine, words) per block. Known before the first block: `count` instructions, `waits`
+    waits, `signals` signals, `patterns` access patterns and `footprints` as the decoder counts them,
+    `words` in all; after the last, `src` holds each instruction's source place (file, line, col). Per
+    instruction it keeps 4 bytes of automatic waits, 1 of signals and 4 of place (`_Layout`)."""
 
     def __init__(self, gathered: Gathered, synced: Synced):
         self.lay = lay = _Layout(gathered, synced)
         self.blocks = lay.blocks()
-        sizes = [lay.sizes(lay.korder[lo:hi]) for lo, hi, _ in self.blocks]
-        self.words = int(sum(int(s.sum()) for s in sizes))
-        del sizes
-        self.count = gathered.n + sum(n - 1 for n in lay.made.values())
+        self.words = sum(lay.block_words)
+        self.count = gathered.n + sum(len(parts) - 1 for parts in lay.blobs.values())
         chunks = gathered.chunks
         chunk_n = np.array([c.n for c in chunks], np.int64)
         ops = [[c.instr.operands[op.name] for op, _ in layout(c.instr.spec.opcode)[0] if isinstance(op.kind, APKind)]
@@ -659,7 +661,7 @@ class Blocks:
     def __iter__(self) -> Iterator[tuple[int, np.ndarray]]:
         lay = self.lay
         src = [np.empty(self.count, np.int32) for _ in range(3)]  # file, line, col
-        sizes = [int(lay.sizes(lay.korder[lo:hi]).sum()) for lo, hi, _ in self.blocks]
+        sizes = lay.block_words
         buffer = words = np.empty(max(sizes, default=0), np.uint64)  # one for every block: no heap left behind
         k = 0
         trim_at = TRIM_EVERY
@@ -686,8 +688,8 @@ def encode_program(gathered: Gathered, synced: Synced) -> Encoded:
     lay = _Layout(gathered, synced)
     blocks = lay.blocks()
     word_first = np.zeros(len(ENGINES) + 1, np.int64)
-    for lo, hi, e in blocks:
-        word_first[e + 1] += int(lay.sizes(lay.korder[lo:hi]).sum())
+    for (_, _, e), size in zip(blocks, lay.block_words):
+        word_first[e + 1] += size
     np.cumsum(word_first, out=word_first)
     words = np.zeros(int(word_first[-1]), np.uint64)
     at = 0

@@ -209,10 +209,14 @@ def _table_part(table: LineTable, a: int) -> LineTable:
     return LineTable(table.file[a:b], table.line[a:b], table.col[a:b])
 
 
-def _line_records_ok(table: LineTable, nfiles: int) -> bool:
-    """Whether every entry of `table` keeps the rules _line_records checks (a block at a time)."""
-    return all(_line_records(0, _table_part(table, a), nfiles, a) is not None
-               for a in range(0, len(table), _LINES_AT_ONCE))
+def _line_table_ok(table: LineTable, nfiles: int, start: int = 0) -> bool:
+    """Whether the entries of `table`, numbered from `start` on, keep the rules of a line record: a file
+    among the `nfiles`, every field in 0 .. 2**32 - 1 (the numbers ascend by construction)."""
+    if not len(table):
+        return True
+    columns = [np.asarray(c) for c in (table.file, table.line, table.col)]
+    return (start + len(table) <= _U32 and all(int(c.min()) >= 0 and int(c.max()) < _U32 for c in columns)
+            and int(columns[0].max()) < nfiles)
 
 
 def _line_records(code: int, entries: Sequence[LineEntry], nfiles: int, start: int = 0) -> bytes | None:
@@ -220,18 +224,19 @@ def _line_records(code: int, entries: Sequence[LineEntry], nfiles: int, start: i
     slice), packed by numpy; None when an entry breaks a rule (the caller's loop, one entry at a time,
     then says which and how)."""
     if isinstance(entries, LineTable):
-        file, line, col = (np.asarray(c).astype(np.int64) for c in (entries.file, entries.line, entries.col))
+        if not _line_table_ok(entries, nfiles, start):
+            return None
         index = np.arange(start, start + len(entries), dtype=np.int64)
-        table = np.stack((index, file, line, col), axis=1) if len(entries) else np.zeros((0, 4), np.int64)
+        file, line, col = entries.file, entries.line, entries.col
     else:
         try:
             table = np.array(entries, np.int64).reshape(-1, 4)
         except (OverflowError, ValueError, TypeError):
             return None
         index, file, line, col = table.T
-    if (np.diff(index) <= 0).any() or (file >= nfiles).any() or (table < 0).any() or (table > _U32 - 1).any():
-        return None
-    out = np.zeros(len(table), _LINE_RECORD)
+        if (np.diff(index) <= 0).any() or (file >= nfiles).any() or (table < 0).any() or (table > _U32 - 1).any():
+            return None
+    out = np.zeros(len(index), _LINE_RECORD)
     out["engine"] = code
     out["index"], out["file"], out["line"], out["col"] = index, file, line, col
     return out.tobytes()
@@ -259,7 +264,7 @@ def write_elf_file(obj: ObjectFile, path: str | Path) -> int:
 def write_program(prog: Any, path: str | Path, block: int = 1 << 14) -> int:
     """Write the object of a decoded program (`ncsim.program.Program`) to the file `path`, its words made
     again (`Program.encoded`) `block` instructions at a time as they are written, and its line records
-    one stream at a time: the same bytes as write_elf(prog.to_object()), never more than a block of
+    _LINES_AT_ONCE at a time: the same bytes as write_elf(prog.to_object()), never more than a block of
     them in memory. Returns the bytes written."""
     obj = ObjectFile(kernel=prog.kernel, files=list(prog.files), tensors=list(prog.tensors), gpsimd=list(prog.gpsimd),
                      semaphores=dict(prog.semaphores))
@@ -267,9 +272,10 @@ def write_program(prog: Any, path: str | Path, block: int = 1 << 14) -> int:
     for i, e in enumerate(ENGINES):
         lo, hi = first[i], first[i + 1]
         obj.lines[e] = LineTable(prog.src_file[lo:hi], prog.src_line[lo:hi], prog.src_col[lo:hi])
-        ranges = [np.arange(a, min(a + block, hi), dtype=np.int64) for a in range(lo, hi, block)]
-        sizes = [prog.encoded_size(ks) for ks in ranges]
-        obj.streams[e] = Pieces(8 * sum(sizes), lambda ranges=ranges: (prog.encoded(ks)[0] for ks in ranges))
+        starts = range(lo, hi, block)
+        size = sum(prog.encoded_size(np.arange(a, min(a + block, hi), dtype=np.int64)) for a in starts)
+        obj.streams[e] = Pieces(8 * size, lambda starts=starts, hi=hi: (
+            prog.encoded(np.arange(a, min(a + block, hi), dtype=np.int64))[0] for a in starts))
     return write_elf_file(obj, path)
 
 
@@ -324,7 +330,7 @@ def write_elf_to(obj: ObjectFile, out: BinaryIO) -> int:
     lines: list[bytes | Pieces] = []
     for code, engine in enumerate(ENGINES):
         table = obj.lines.get(engine, [])
-        if isinstance(table, LineTable) and len(table) > _LINES_AT_ONCE and _line_records_ok(table, len(obj.files)):
+        if isinstance(table, LineTable) and len(table) > _LINES_AT_ONCE and _line_table_ok(table, len(obj.files)):
             lines.append(Pieces(_LINE.size * len(table), lambda code=code, table=table: (  # made as they are written
                 _line_records(code, _table_part(table, a), len(obj.files), a) for a in range(0, len(table), _LINES_AT_ONCE))))
             continue
