@@ -27,7 +27,7 @@ Program-order positions are int32, stream ids and the edges' operands int8. Besi
 encoding keeps 9 bytes per instruction (wait counts, signal flags, the streams' order) and a block's
 temporaries. Assembling straight into the decoded program never holds the program's words: on
 tools/bench_pipeline.py's 10^6 instructions its peak (RSS growth of the whole assembly, as the
-benchmark takes it) is 188-189 bytes per instruction, at synchronisation and at the end, where the
+benchmark takes it) is 188-191 bytes per instruction, at synchronisation and at the end, where the
 decoded program's 127 bytes, the parsed chunks (12 bytes per instruction of that program) and what
 the sync report needs (the edges and ranks, 16, and the instructions' chunks and engines, 5) are live
 together. An object's words are 181 bytes per instruction of that program (an access pattern is a
