@@ -526,6 +526,20 @@ def parse_skip(text: str) -> list[str]:
     return out
 
 
+def machine_pace() -> float:
+    """Seconds this machine takes for a fixed pure-Python loop of 10^7 additions (best of 3): how fast
+    it runs today, to set beside the figures (the same code has measured 2.5-3.5x apart on this
+    machine from one day to another)."""
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        total = 0
+        for i in range(10_000_000):
+            total += i
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1e4,1e5,1e6",
@@ -550,7 +564,9 @@ def main() -> None:
 
     sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
     print(f"bench_pipeline: sizes {', '.join(size_name(s) for s in sizes)}, each in a fresh subprocess;"
-          f" python {sys.version.split()[0]}, {os.cpu_count()} cpus\n", flush=True)
+          f" python {sys.version.split()[0]}, {os.cpu_count()} cpus", flush=True)
+    print(f"machine pace: {machine_pace():.2f} s for a 10^7-iteration Python loop, best of 3 (no ncsim code:"
+          " compare it between runs before comparing their figures)\n", flush=True)
     results = []
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench_pipeline_") as tmp:
