@@ -176,9 +176,15 @@ class Config:
         "B -> fraction", "DMA: DMA overview figure, throughput by bytes per partition (ncsim's reading)",
         "DMA throughput as a fraction of the plateau by bytes per partition of 128-partition transfers "
         "(8 partition lanes per DMA engine); linear in log2(bytes) between points, clamped at both ends. "
-        "The figure reads 98-100% from 8 KiB up; ncsim takes 100%. A piece reads it twice, at its "
-        "contiguous chunk (buffer level) and at its bytes / 8 (transfer level; ARCH: overhead 'at both "
-        "DMA buffer and transfer levels'), and moves at the lower (docs/timing.md#dma).")
+        "The figure reads 98-100% from 8 KiB up; ncsim takes 100%. A piece reads it at its bytes / 8 "
+        "(the transfer level; ARCH: overhead 'at both DMA buffer and transfer levels'), and moves at the "
+        "lower of that and its chunks' rate (dma_chunk_ns, the buffer level; docs/timing.md#dma).")
+    dma_chunk_ns: float = param(
+        7.45, (0.0, 1e6), "ns", "DMA: DMA overview figure, 97% at 4 KiB per partition (ncsim's reading)",
+        "Overhead of each contiguous chunk (DMA buffer) a DMA engine moves, besides its bytes at "
+        "dma_engine_bandwidth: the buffer level of DMA overhead. From the figure's 97% at 4 KiB per "
+        "partition, where the transfer level costs nothing more: an engine's 8 rows of 4 KiB take "
+        "32768 B / 17 B/ns / 0.97, 59.6 ns over their data time, 7.45 ns a row.")
 
     # --- Synchronisation (docs/hardware.md#sync) ---
     semaphores: int = param(256, (1, 256), "count", "DRV: v2/address_map.h, 256 semaphores per core", "Hardware semaphores.", assembly=True)
@@ -614,6 +620,7 @@ def valid_range(name: str) -> str:
         return f"{_format(lo, 'B')} to {_format(hi, 'B')} per point"  # the range bounds each point's bytes
     if unit in ("B", "Hz", "B/s", "x"):  # each end in its own scale: 1 MHz to 100 GHz
         return f"{_format(lo, unit)} to {_format(hi, unit)}"
+    lo, hi = (int(v) if isinstance(v, float) and v.is_integer() else v for v in (lo, hi))  # 0 to 1,000,000 ns
     return f"{lo:,} to {hi:,}" + ("" if unit == "count" else f" {unit}")
 
 

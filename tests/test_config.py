@@ -252,7 +252,7 @@ def out_of_range(f: dataclasses.Field) -> tuple[object, object]:
         return [[lo - 1, 1.0]], [[hi + 1, 1.0]]
     if isinstance(f.default, int):
         return lo - 1, hi + 1
-    return lo * 0.999, hi * 1.001
+    return (lo * 0.999 if lo > 0 else -1.0), hi * 1.001
 
 
 @pytest.mark.parametrize("field", FIELDS, ids=lambda f: f.name)

@@ -17,23 +17,31 @@ each DMA engine a contiguous run of that order, its *piece*:
   dma_engines) engines in consecutive runs, as a large copy would be.
 
 Piece i goes to DMA engine i, on the queue the instruction names. A piece moves
-`elements x max(src, dst itemsize)` bytes at `dma_engine_bandwidth x efficiency`. The efficiency
-is the lower of two readings of `Config.dma_efficiency` (the DMA overview's figure of throughput
-by bytes per partition for 128-partition transfers, i.e. transfers of 8 partition lanes per
-engine), one per level at which the architecture guide says a DMA pays overhead ("There is some
-performance overhead at both DMA buffer and transfer levels"):
+`elements x max(src, dst itemsize)` bytes at `dma_engine_bandwidth x efficiency`, the efficiency
+the lower of two, one per level at which the architecture guide says a DMA pays overhead ("There is
+some performance overhead at both DMA buffer and transfer levels"):
 
-- the buffer level: the figure at the piece's contiguous chunk, the longest run of consecutive
-  elements that is contiguous in both the source and the destination (counted inside a partition
-  on chip, where the partition dimension always breaks a run), times the itemsize, and no more
-  than the piece itself;
-- the transfer level: the figure at the piece's bytes per partition lane, its bytes / 8
-  (pmax / dma_engines): the figure's point at F bytes per partition is a transfer of 8 x F bytes on
-  each engine, and the performance guide states the condition per transfer ("the transfer size on
-  Trainium/Inferentia2 should be larger than 32KiB to achieve ideal bandwidth", 8 x 4 KiB). A piece
-  of 8 partitions of one row each reads both at the same size, as the figure's transfers do; a
-  one-partition load of a 2 KiB row is a 2 KiB transfer, which the figure puts at 10% (256 B per
-  lane), not the 81% of its 2 KiB row.
+- the buffer level: each contiguous chunk of the piece (the longest run of consecutive elements
+  that is contiguous in both the source and the destination, counted inside a partition on chip,
+  where the partition dimension always breaks a run) costs `dma_chunk_ns` = 7.45 ns besides its
+  bytes, so the piece moves at data / (data + chunks x 7.45 ns) of the engine's rate. The constant
+  is the DMA overview's figure at 4 KiB per partition (97%), where the transfer level below costs
+  nothing more;
+- the transfer level: `Config.dma_efficiency` (the DMA overview's figure of throughput by bytes per
+  partition for 128-partition transfers, i.e. transfers of 8 partition lanes per engine) at the
+  piece's bytes per partition lane, its bytes / 8 (pmax / dma_engines): the figure's point at F
+  bytes per partition is a transfer of 8 x F bytes on each engine, and the performance guide states
+  the condition per transfer ("the transfer size on Trainium/Inferentia2 should be larger than 32KiB
+  to achieve ideal bandwidth", 8 x 4 KiB). A one-partition load of a 2 KiB row is a 2 KiB
+  transfer, which the figure puts at 10% (256 B per lane), not the 81% of its 2 KiB row.
+
+For the figure's own transfers (8 partitions of one row per engine) the transfer level binds at
+every point up to 4 KiB, so the figure is read as it is there; from 8 KiB rows the buffer level
+gives 98.5% and more (the figure: 98-100%). The buffer level binds for large pieces of short rows (a
+32 x 32 window of fp32 rows from a larger image: 256 chunks of 128 B per engine, about 50%).
+(Until issue 15's calibration the buffer level was the figure read at the chunk's bytes, 1.5% for
+32 B chunks whatever the transfer's size: the figure's small points are a transfer's cost, which
+the transfer level already counts, not a chunk's.)
 
 Its HBM traffic is its elements times the itemsize of each side that is in HBM (an HBM-to-HBM
 piece reads and writes HBM, so it counts twice against the HBM cap).
@@ -54,9 +62,10 @@ class Piece:
     engine: int  # DMA engine 0..dma_engines-1
     elements: int
     nbytes: int  # bytes moved: elements x the wider itemsize
-    chunk_bytes: int  # contiguous bytes per DMA buffer: the buffer level of the efficiency
+    chunk_bytes: int  # contiguous bytes per DMA buffer (chunk)
     efficiency: float  # fraction of dma_engine_bandwidth: the lower of the buffer and transfer levels
     hbm_bytes: int  # bytes of HBM traffic (reads plus writes)
+    chunks: int = 1  # contiguous chunks: the buffer level
 
 
 @dataclass(frozen=True)
@@ -103,10 +112,18 @@ def _lanes(config: Config) -> int:
 
 def _at(piece: Piece, config: Config) -> str:
     """What set a piece's efficiency: its chunks (buffer level) or its bytes per lane (transfer level)."""
-    if config.dma_efficiency(piece.chunk_bytes) <= piece.efficiency:
-        return f"{piece.chunk_bytes} B chunks"
     lanes = _lanes(config)
-    return f"{piece.nbytes / lanes:g} B per lane of a {piece.nbytes} B transfer"
+    if config.dma_efficiency(piece.nbytes / lanes) <= piece.efficiency:
+        return f"{piece.nbytes / lanes:g} B per lane of a {piece.nbytes} B transfer"
+    return f"{piece.chunks} chunks of {piece.chunk_bytes} B, {config.dma_chunk_ns:g} ns each"
+
+
+def chunk_efficiency(nbytes: int, chunks: int, config: Config) -> float:
+    """The buffer level: the fraction of the engine's rate left to `nbytes` moved in `chunks`
+    contiguous chunks, each costing dma_chunk_ns besides its bytes."""
+    data_ns = nbytes / config.dma_engine_bandwidth * 1e9
+    overhead = chunks * config.dma_chunk_ns
+    return data_ns / (data_ns + overhead) if overhead > 0 else 1.0
 
 
 def _piece_ns(piece: Piece, config: Config) -> float:
@@ -144,8 +161,11 @@ def plan_transfer(dst: AccessPattern, src: AccessPattern, queue: int, config: Co
         sizes = [min(lanes, rows - b) * per_row for b in range(0, rows, lanes)]
     pieces = []
     for i, elements in enumerate(sizes):
-        chunk = min(run, elements) * width
-        # the lower of the buffer level (the chunk) and the transfer level (the piece per lane)
-        efficiency = min(config.dma_efficiency(chunk), config.dma_efficiency(elements * width / lanes))
-        pieces.append(Piece(i, elements, elements * width, chunk, efficiency, elements * hbm_width))
+        per_chunk = min(run, elements)
+        chunks = -(-elements // per_chunk)
+        # the lower of the buffer level (the chunks) and the transfer level (the piece per lane)
+        efficiency = min(chunk_efficiency(elements * width, chunks, config),
+                         config.dma_efficiency(elements * width / lanes))
+        pieces.append(Piece(i, elements, elements * width, per_chunk * width, efficiency, elements * hbm_width,
+                            chunks))
     return TransferPlan(queue, src.memory, dst.memory, tuple(pieces))
