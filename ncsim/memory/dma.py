@@ -65,7 +65,7 @@ class Piece:
     chunk_bytes: int  # contiguous bytes per DMA buffer (chunk)
     efficiency: float  # fraction of dma_engine_bandwidth: the lower of the buffer and transfer levels
     hbm_bytes: int  # bytes of HBM traffic (reads plus writes)
-    chunks: int = 1  # contiguous chunks: the buffer level
+    chunks: int  # contiguous chunks: the buffer level
 
 
 @dataclass(frozen=True)
