@@ -877,7 +877,10 @@ def _events(result: TimingResult, full: bool, pieces: bool, tr: Transfers, live:
     call_ks, core_ticks = calls_per_core(result)
     if len(call_ks):
         tracks += [(f"GpSimd core {c}", ("core", c)) for c in range(core_ticks.shape[1])]
-    lane_keys = sorted(set(zip(tr.queue.tolist(), tr_lane.tolist(), strict=True)))
+    # (queue, lane) of each transfer as one key, queue-major: its distinct values are the lane tracks
+    width = int(tr_lane.max(initial=0)) + 1
+    lane_values, lane_index = np.unique(tr.queue.astype(np.int64) * width + tr_lane, return_inverse=True)
+    lane_keys = [(int(v) // width, int(v) % width) for v in lane_values.tolist()]
     tracks += [(f"DMA q{qu}" + (f" ({la + 1})" if la else ""), ("lane", qu, la)) for qu, la in lane_keys]
     dma_engines = sorted(set(np.unique(result.piece_engine).tolist())) if pieces else []
     tracks += [(f"DMA engine {d}", ("dma", d)) for d in dma_engines]
@@ -930,8 +933,7 @@ def _events(result: TimingResult, full: bool, pieces: bool, tr: Transfers, live:
     rate = tr.bytes * (hz / 1e9) / span
     mem = {m.value: m.label for m in Memory}
     direction = ev.snippets_of([f'"{mem[a]}->{mem[b]}"' for a in range(len(mem)) for b in range(len(mem))])
-    tr_tid = np.array([tid[("lane", a, b)] for a, b in zip(tr.queue.tolist(), tr_lane.tolist(), strict=True)],
-                      np.int64).reshape(-1)
+    tr_tid = np.array([tid[("lane", qu, la)] for qu, la in lane_keys], np.int64)[lane_index].reshape(-1)
     ev.add(['{"name":', (_STR, 0), ',"cat":"transfer","ph":"X","ts":', (_FIX6, 1), ',"dur":', (_FIX3, 2), pid,
             (_INT, 3), ',"args":{"instr":"', (_STR, 4), "[", (_INT, 5), ']","at":', (_STR, 6), ',"bytes":', (_INT, 7),
             ',"pieces":', (_INT, 8), ',"GB/s":', (_STR, 9), ',"queued_ns":', (_FIX3, 10), "}}"],
