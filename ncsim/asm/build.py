@@ -488,7 +488,8 @@ class _Layout:
         self.consumer, self.producer = consumer, producer
         self.aw = aw = np.empty(n, np.int32)  # automatic waits per instruction
         for lo in range(0, n, step):
-            a, b = np.searchsorted(consumer, [lo, lo + step])
+            # keys of consumer's own dtype: a Python list would make numpy convert all of consumer per call
+            a, b = np.searchsorted(consumer, np.array([lo, lo + step], consumer.dtype))
             aw[lo:lo + step] = np.bincount(consumer[a:b] - lo, minlength=min(step, n - lo))
         self.signs = signs = np.zeros(n, np.int8)  # 1: it signals its stream's semaphore
         signs[synced.producer] = 1
@@ -573,10 +574,12 @@ class _Layout:
                 _place(words, enc, starts[part_idx], self.aw[g], self.signs[g], sizes[part_idx], hw, w, s)
                 del enc
         # automatic waits of the consumers among gs (ascending: one stream's, in program order)
-        a, b = np.searchsorted(self.consumer, [gs[0], gs[-1] + 1])
+        a, b = np.searchsorted(self.consumer, np.array([gs[0], gs[-1] + 1], self.consumer.dtype))
         if b > a:
             cs, ps = self.consumer[a:b], self.producer[a:b]
-            nth = np.arange(a, b) - np.searchsorted(self.consumer, cs, side="left")
+            # the j-th wait of its consumer: its place in its consumer's run (cs ascends)
+            row = np.arange(b - a)
+            nth = row - np.maximum.accumulate(np.where(np.diff(cs, prepend=cs[0] - 1) != 0, row, 0))
             keep = self.engine[cs] == self.engine[gs[0]]
             if normal is not None:
                 keep &= ~self._special(cs)
