@@ -786,6 +786,7 @@ def _sweep(stream, engine, ids, acc_ptr, write, off, first_p, end_p, shape, tabl
     gained = np.zeros(ids, np.int64)
     filled = np.zeros(ids * CLASSES, np.int64)  # rows of each key's sequence that precede instruction i
     found = np.empty(ids, np.int64)
+    latest = np.zeros(ids, np.int64)  # the position of each stream's latest instruction so far
     stack = np.empty((STACK, 2), np.int64)  # (node, blocks it covers) of the subtrees pending
     scratch = np.empty((2, 5, MAX_DIMS + 1), np.int64)
     cap = 1024
@@ -814,7 +815,7 @@ def _sweep(stream, engine, ids, acc_ptr, write, off, first_p, end_p, shape, tabl
             q_m0[r - r0], q_m1[r - r0] = _masks(off, first_p, end_p, shape, table, dims, r)
         nfound = 0
         for s in range(ids):
-            if s == own:
+            if s == own or latest[s] <= known[s]:  # nothing of stream s past what i knows: no key to test
                 continue
             bound = known[s]
             best = -1
@@ -866,6 +867,7 @@ def _sweep(stream, engine, ids, acc_ptr, write, off, first_p, end_p, shape, tabl
             out[edges, 4] = lt
             edges += 1
         known[own] = pos[i]
+        latest[own] = pos[i]
         for s in range(ids):
             if own != eng:
                 clock_now[eng, s] = gained[s]
