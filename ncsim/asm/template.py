@@ -105,12 +105,11 @@ def _body(lines: list[Line], j: int, end: int, asm: Assembler) -> list[Line | Lo
 
 @dataclass
 class Pending:
-    """An instruction line to parse over the rows `lanes` of `frame`; `rows` and `rel` place each of
-    them: `rel` is its position relative to the start of row `rows` of the current level's frame."""
+    """An instruction line to parse over every row of `frame`; `rows` and `rel` place each of them:
+    `rel` is its position relative to the start of row `rows` of the current level's frame."""
 
     line: Line
     frame: dict[str, np.ndarray]
-    lanes: np.ndarray
     rows: np.ndarray
     rel: np.ndarray
 
@@ -137,7 +136,7 @@ def expand(asm: Assembler, items: list[Line | Loop | If], frame: dict[str, np.nd
     offset = np.zeros(size, np.int64)
     for item in items:
         if isinstance(item, Line):
-            pending.append(Pending(item, frame, np.arange(size), np.arange(size), offset.copy()))
+            pending.append(Pending(item, frame, np.arange(size), offset.copy()))
             offset += 1
             continue
         if isinstance(item, If):
@@ -261,8 +260,8 @@ def assemble_loop(asm: Assembler, tree: Loop) -> None:
         # as they are when the loop is unrolled one iteration at a time
         for name in set(asm.env.names) - outer - set(p.frame):
             del asm.env.names[name]
-        if len(p.lanes):
-            parse_rows(asm, p, p.lanes, p.rel, parsed)
+        if len(p.rel):
+            parse_rows(asm, p, np.arange(len(p.rel)), p.rel, parsed)
     for name in set(asm.env.names) - outer:  # the loops' variables
         del asm.env.names[name]
     _materialise(asm, parsed, n)
