@@ -314,6 +314,13 @@ class Program:
     def engine_of(self, k: int) -> int:
         return int(np.searchsorted(self.first, k, side="right") - 1)
 
+    def constant_slots(self, k: int) -> list[int]:
+        """The slots of instruction k's ap_value columns (ap_ptr[k] + slot) that hold constants (its
+        Immediate operands); the same for every instruction of its body."""
+        rep = self.instruction(k)
+        aps = [rep.operands[op.name] for op, _ in layout(rep.spec.opcode)[0] if isinstance(op.kind, APKind)]
+        return [j for j, v in enumerate(aps) if isinstance(v, Immediate)]
+
     def find(self, engine: str, index: int) -> int:
         """The k of instruction `index` of `engine`'s stream."""
         return int(self.first[ENGINES.index(engine)] + index)

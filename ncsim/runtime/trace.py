@@ -93,10 +93,10 @@ from numba import types
 from numba.extending import intrinsic
 
 from ncsim import isa
-from ncsim.asm.fields import SIGNAL_OPS, WAIT_OPS, APKind, SemOp
-from ncsim.asm.instruction import Instruction, layout
+from ncsim.asm.fields import SIGNAL_OPS, WAIT_OPS, SemOp
+from ncsim.asm.instruction import Instruction
 from ncsim.asm.objfile import ObjectFile
-from ncsim.memory.access import AccessPattern, Immediate, Memory
+from ncsim.memory.access import AccessPattern, Memory
 from ncsim.runtime.timing import ACCESS_READ, ACCESS_WRITE, ENGINES, TimingResult
 
 PROCESS = "NeuronCore-v2"
@@ -398,10 +398,7 @@ def _constant_groups(result: TimingResult, ks: np.ndarray) -> list[np.ndarray]:
     """The instructions `ks` of one body split by the bits of their constant operands (all of them
     together, if the body has none), in order of first appearance."""
     prog = result.program
-    first = prog.instruction(int(ks[0]))
-    patterns = [first.operands[operand.name] for operand, _ in layout(first.spec.opcode)[0]
-                if isinstance(operand.kind, APKind)]  # the program's ap_value columns, in this order
-    cols = [prog.ap_value[prog.ap_ptr[ks] + j] for j, v in enumerate(patterns) if isinstance(v, Immediate)]
+    cols = [prog.ap_value[prog.ap_ptr[ks] + j] for j in prog.constant_slots(int(ks[0]))]
     if not cols:
         return [ks]
     _, first, inverse = np.unique(np.stack(cols, 1), axis=0, return_index=True, return_inverse=True)

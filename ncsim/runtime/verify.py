@@ -27,12 +27,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ncsim.asm.fields import APKind
-from ncsim.asm.instruction import layout
 from ncsim.asm.rules import check_instruction, check_tensor
 from ncsim.config import Config
 from ncsim.errors import AsmError, SimError
-from ncsim.memory.access import Immediate, Memory
+from ncsim.memory.access import Memory
 from ncsim.program import Program
 
 
@@ -72,10 +70,7 @@ def candidates(prog: Program, config: Config) -> np.ndarray:
         width = int(slot.max()) + 1
         constant = np.zeros((len(prog.body_first), width), np.bool_)
         for b, k in enumerate(prog.body_first.tolist()):
-            rep = prog.instruction(k)
-            aps = [op for op, _ in layout(rep.spec.opcode)[0] if isinstance(op.kind, APKind)]
-            for j, op in enumerate(aps):
-                constant[b, j] = isinstance(rep.operands[op.name], Immediate)
+            constant[b, prog.constant_slots(k)] = True
         rows = np.flatnonzero(constant[prog.body[ap_instr], slot])
         if len(rows):
             keys = np.stack([prog.body[ap_instr[rows]], slot[rows], prog.ap_value[rows]])
