@@ -9,6 +9,20 @@ from typing import Any
 
 import numpy as np
 
+from ncsim import dtypes
+
+# ncsim's dtypes that torch has: torch's name (str(dtype) without "torch.") -> ncsim's short name.
+# fp8: torch's float8_e4m3fn is not ml_dtypes' float8_e4m3 (no infinities, another NaN), so it is not
+# mapped; tf32 and u16/u32 have no torch storage type here.
+TORCH_NAMES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "int8": "i8", "int16": "i16",
+               "int32": "i32", "uint8": "u8", "bool": "bool"}
+
+
+def ncsim_dtype(torch_dtype: Any) -> dtypes.DType | None:
+    """ncsim's dtype of a torch dtype, None if ncsim has none (TORCH_NAMES)."""
+    short = TORCH_NAMES.get(str(torch_dtype).removeprefix("torch."))
+    return None if short is None else dtypes.by_name(short)
+
 
 def to_numpy(t: Any) -> np.ndarray:
     """A torch tensor's values as a numpy array of its dtype, on the CPU (bf16 as ml_dtypes.bfloat16)."""

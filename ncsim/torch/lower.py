@@ -31,7 +31,7 @@ import numpy as np
 
 from ncsim.config import Config
 from ncsim.errors import NcsimError
-from ncsim.torch.arrays import to_numpy, to_torch
+from ncsim.torch.arrays import ncsim_dtype, to_numpy, to_torch
 
 CHUNK = 512  # free-dimension elements per tile of an elementwise operation
 MAX_GATHER = 8  # a view reading every k-th element (k <= this) loads the contiguous span and steps in SBUF
@@ -581,12 +581,11 @@ def _nisa() -> Any:
 
 @functools.cache
 def _nc(dtype: Any) -> Any:
-    """The NKI dtype of a torch dtype."""
-    import ml_dtypes
+    """The NKI dtype (numpy's) of a torch dtype of _DTYPES."""
+    from ncsim.nki.tensor import numpy_dtype
 
-    s = str(dtype).removeprefix("torch.")
-    return {"float32": np.float32, "float16": np.float16, "bool": np.bool_,
-            "bfloat16": np.dtype(ml_dtypes.bfloat16)}[s]
+    assert str(dtype).removeprefix("torch.") in _DTYPES, dtype  # _check_dtype refused the others
+    return numpy_dtype(ncsim_dtype(dtype))
 
 
 class _Lowering:
@@ -1331,19 +1330,16 @@ class Validation:
 def compare(want: Any, got: Any, index: int = 0) -> OutputCheck:
     """Eager torch's tensor against ncsim's, by ncsim.numerics: equal bits (a NaN equals a NaN), else
     the count of differing elements and the worst ULP distance with its index."""
-    from ncsim import dtypes
     from ncsim.numerics import ulp_distance
 
     torch = _torch()
     # a 0-d tensor is compared as one element (numpy cannot reinterpret a 0-d array's bits)
     w = to_numpy(want.reshape(-1)).reshape(tuple(want.shape) or (1,))
     g = to_numpy(got.reshape(-1)).reshape(tuple(got.shape) or (1,))
-    short = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "bool": "bool"}.get(
-        str(want.dtype).removeprefix("torch."))
-    if short is None or tuple(w.shape) != tuple(g.shape):
+    dt = ncsim_dtype(want.dtype) if str(want.dtype).removeprefix("torch.") in _DTYPES else None
+    if dt is None or tuple(w.shape) != tuple(g.shape):
         raise LoweringError(f"output {index}: torch gives {want.dtype}{list(want.shape)}, ncsim {got.dtype}{list(got.shape)}")
-    dt = dtypes.by_name(short)
-    if short == "bool":
+    if dt.kind == "bool":
         dist = (w != g).astype(np.int64)
     else:
         dist = ulp_distance(w.view(dt.storage) if w.dtype != dt.storage else w,

@@ -19,15 +19,11 @@ import torch
 from ncsim import dtypes
 from ncsim.config import Config
 from ncsim.torch import log
-from ncsim.torch.arrays import to_numpy, to_torch
+from ncsim.torch.arrays import TORCH_NAMES, to_numpy, to_torch
 from ncsim.torch.kernels import AsmKernel, KernelError, NkiKernel
 
-# ncsim's dtypes that torch has, by short name. fp8: torch's float8_e4m3fn is not ml_dtypes' float8_e4m3
-# (no infinities, another NaN), so it is not mapped; tf32 and u16/u32 have no torch storage type here.
-TORCH_DTYPES: dict[str, torch.dtype] = {
-    "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i8": torch.int8, "i16": torch.int16,
-    "i32": torch.int32, "u8": torch.uint8, "bool": torch.bool,
-}
+# ncsim's dtypes that torch has (arrays.TORCH_NAMES), by short name
+TORCH_DTYPES: dict[str, torch.dtype] = {short: getattr(torch, name) for name, short in TORCH_NAMES.items()}
 FROM_TORCH = {v: dtypes.by_name(k) for k, v in TORCH_DTYPES.items()}
 
 
