@@ -46,6 +46,10 @@ Phases, one row each, per size:
 and a derived row, "timing-only path" = load + timing + races + report (what `ncsim run --timing-only`
 does to an object), its seconds summed and its memory the largest of its phases'.
 
+Above the sizes, the machine's pace: seconds for a fixed 10^7-iteration Python loop (best of 3), to
+compare between runs before their figures (this machine has run the same code 2.5-3.5x apart on
+different days).
+
 Columns: host s = wall seconds of the phase (time.perf_counter, one run, on a machine that may be
 busy); instr/s = instructions / host s; peak MiB = peak memory growth of the phase (below); B/instr
 = that peak / instructions; target = the issue's target for that row, printed as a reference beside
