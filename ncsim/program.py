@@ -73,7 +73,7 @@ from ncsim.asm.fields import SIGNAL_OPS, WAIT_OPS, APKind, SemOneKind, SemOp, co
 from ncsim.asm.instruction import Instruction, decode_one, encode, layout
 from ncsim.asm.objfile import LineEntry, LineTable, ObjectFile, TensorEntry
 from ncsim.errors import ObjectFileError, SourceLoc
-from ncsim.memory.access import AccessPattern, Immediate
+from ncsim.memory.access import ON_CHIP, AccessPattern, Immediate, Memory
 
 if TYPE_CHECKING:
     from ncsim.asm.build import Blocks, Encoded
@@ -320,6 +320,15 @@ class Program:
         rep = self.instruction(k)
         aps = [rep.operands[op.name] for op, _ in layout(rep.spec.opcode)[0] if isinstance(op.kind, APKind)]
         return [j for j, v in enumerate(aps) if isinstance(v, Immediate)]
+
+    def on_chip_extents(self) -> dict[Memory, int]:
+        """The end of the furthest footprint in each partition of SBUF and PSUM (bytes; 0 if none):
+        how much of each on-chip memory the program's instructions reach."""
+        out = {}
+        for m in ON_CHIP:
+            hi = self.fp_hi[self.fp_memory == m]
+            out[m] = int(hi.max()) if hi.shape[0] else 0
+        return out
 
     def find(self, engine: str, index: int) -> int:
         """The k of instruction `index` of `engine`'s stream."""

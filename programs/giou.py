@@ -16,11 +16,13 @@ EPS = np.float32(1e-5)
 def random_boxes(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
     """f32[rows, 4 * boxes]: each box (x1, y1, x2, y2) with integer corners in [0, 256]."""
     rows, cols = shape
-    corners = rng.integers(0, 257, size=(rows, cols // 4, 4))
-    x = np.sort(corners[..., 0::2], axis=-1)
-    y = np.sort(corners[..., 1::2], axis=-1)
-    boxes = np.stack([x[..., 0], y[..., 0], x[..., 1], y[..., 1]], axis=-1)
-    return boxes.reshape(rows, cols).astype(np.float32)
+    corners = rng.integers(0, 257, size=(rows, cols // 4, 4)).astype(np.float32)
+    boxes = np.empty_like(corners)
+    np.minimum(corners[..., 0], corners[..., 2], out=boxes[..., 0])  # each pair of corners in order
+    np.minimum(corners[..., 1], corners[..., 3], out=boxes[..., 1])
+    np.maximum(corners[..., 0], corners[..., 2], out=boxes[..., 2])
+    np.maximum(corners[..., 1], corners[..., 3], out=boxes[..., 3])
+    return boxes.reshape(rows, cols)
 
 
 def inputs(seed: int = 0) -> dict[str, np.ndarray]:

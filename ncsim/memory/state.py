@@ -4,9 +4,15 @@ Memory is untyped bytes; an access pattern (`ncsim.memory.access.AccessPattern`)
 numpy view of its dtype with the pattern's strides, so a read is one strided copy and a write one
 strided assignment.
 
-- SBUF is pmax x sbuf_partition_bytes, PSUM pmax x psum_partition_bytes, each one numpy array.
+- SBUF is pmax x sbuf_partition_bytes, PSUM pmax x psum_partition_bytes, each one numpy array. Only
+  the leading bytes of each partition that the program uses are filled when the state is made (the
+  `extents` its footprints give); a pattern that reaches past them fills the rest up to its end
+  first, so every byte still reads as the sentinel until written, and a kernel that uses a few KiB
+  of SBUF does not pay for touching all 24 MiB of it (and its mask).
 - HBM takes host memory only for the declared tensors: their byte ranges are merged into segments
-  (overlapping or touching tensors share one), and an access must lie inside one segment.
+  (overlapping or touching tensors share one), and an access must lie inside one segment. A tensor's
+  bytes are filled when an access first reaches them, and not at all when that access writes the
+  whole tensor (an input the host loads).
 - Every byte starts as 0xFF, the sentinel: as fp32, bf16, fp16 and both fp8 formats, a byte run of
   0xFF is a NaN; as integers it is -1 (signed) or the largest value (unsigned). A parallel mask
   records which bytes were written, so a read of never-written memory can be reported.
@@ -46,24 +52,31 @@ class Region:
 
 
 class MemoryState:
-    def __init__(self, config: Config, tensors: list[TensorEntry]):
+    def __init__(self, config: Config, tensors: list[TensorEntry], extents: dict[Memory, int] | None = None):
+        """`extents`: the bytes of each partition of SBUF and PSUM the program is known to use (the
+        end of its furthest footprint), filled now; the declared on-chip tensors count too."""
         self.config = config
         p = config.pmax
-        self.sbuf = _region((p, config.sbuf_partition_bytes))
-        self.psum = _region((p, config.psum_partition_bytes))
-        self.hbm: list[Region] = []
-        spans = sorted((t.address, t.address + t.nbytes) for t in tensors if t.memory == "hbm" and t.nbytes)
-        for lo, hi in spans:
-            if self.hbm and lo <= self.hbm[-1].base + self.hbm[-1].data.size:
-                last = self.hbm[-1]
-                end = max(hi, last.base + last.data.size)
-                if end > last.base + last.data.size:
-                    grown = _region((end - last.base,))
-                    grown.data[: last.data.size] = last.data
-                    self.hbm[-1] = Region(grown.data, grown.written, last.base)
+        self.sbuf = _on_chip((p, config.sbuf_partition_bytes))
+        self.psum = _on_chip((p, config.psum_partition_bytes))
+        self._filled = {Memory.SBUF: 0, Memory.PSUM: 0}  # leading bytes of each partition filled so far
+        ends = dict(extents or {})
+        for t in tensors:
+            if t.memory in ("sbuf", "psum") and t.nbytes:
+                m = Memory.SBUF if t.memory == "sbuf" else Memory.PSUM
+                ends[m] = max(ends.get(m, 0), t.address + t.nbytes // max(t.shape[0], 1))
+        for m, end in ends.items():
+            if m in self._filled:
+                self._fill(m, end)
+        segments: list[list[int]] = []  # [lo, hi) of HBM: the declared tensors' spans, merged
+        for lo, hi in sorted((t.address, t.address + t.nbytes) for t in tensors if t.memory == "hbm" and t.nbytes):
+            if segments and lo <= segments[-1][1]:
+                segments[-1][1] = max(segments[-1][1], hi)
             else:
-                r = _region((hi - lo,))
-                self.hbm.append(Region(r.data, r.written, lo))
+                segments.append([lo, hi])
+        # Unfilled, as on chip: each tensor's bytes are filled when an access first reaches them
+        # (_fill_hbm), or not at all when the first access writes the whole tensor (an input).
+        self.hbm = [Region(np.empty(hi - lo, np.uint8), np.zeros(hi - lo, np.bool_), lo) for lo, hi in segments]
         self._hbm_starts = [r.base for r in self.hbm]
         # Access patterns whose every byte has been written. Bytes never become unwritten again, so a
         # pattern found complete once needs no second look: loops reuse the same patterns, and this
@@ -78,6 +91,8 @@ class MemoryState:
         # tensor written whole (an input the host loaded) needs no look at the mask.
         self._tensors = sorted(((t.address, t.address + t.nbytes, self.tensor_pattern(t))
                                 for t in tensors if t.memory == "hbm" and t.nbytes), key=lambda e: e[:2])
+        self._unfilled = set(range(len(self._tensors)))  # those of them not yet filled with the sentinel
+        self._whole = {pattern: i for i, (_, _, pattern) in enumerate(self._tensors)}
         self._tensor_starts = [lo for lo, _, _ in self._tensors]
 
     # ------------------------------------------------------------------ locating an access
@@ -102,6 +117,8 @@ class MemoryState:
         free_strides = tuple(s * size for s, _ in ap.dims)
         if ap.memory == Memory.HBM:
             region = self._hbm_region(ap)
+            if self._unfilled:
+                self._fill_hbm(*ap.byte_span())
             return region, ap.offset - region.base, free_shape, free_strides
         region = self.sbuf if ap.memory == Memory.SBUF else self.psum
         rows, row_bytes = region.data.shape
@@ -109,8 +126,31 @@ class MemoryState:
         if lo < 0 or hi > row_bytes or ap.partition < 0 or ap.partition + ap.partitions > rows:
             raise AccessError(f"{ap.memory.label} access partitions {ap.partition}:{ap.partition + ap.partitions},"
                               f" bytes {lo}..{hi - 1} lies outside {ap.memory.label} ({rows} x {row_bytes} bytes)")
+        if hi > self._filled[ap.memory]:
+            self._fill(ap.memory, hi)
         start = ap.partition * row_bytes + ap.offset
         return region, start, (ap.partitions,) + free_shape, (row_bytes,) + free_strides
+
+    def _fill(self, memory: Memory, end: int) -> None:
+        """Make the bytes [filled, end) of every partition of an on-chip memory the sentinel and
+        unwritten (no view of them exists yet: every view is made through _locate, which fills first)."""
+        region = self.sbuf if memory == Memory.SBUF else self.psum
+        lo, hi = self._filled[memory], min(end, region.data.shape[1])
+        if hi > lo:
+            region.data[:, lo:hi] = SENTINEL_BYTE
+            region.written[:, lo:hi] = False
+            self._filled[memory] = hi
+
+    def _fill_hbm(self, lo: int, hi: int) -> None:
+        """Fill every not yet filled HBM tensor that overlaps bytes [lo, hi) with the sentinel. None of
+        its bytes was written: a write locates its pattern first, which fills every tensor it overlaps
+        (the tensor a whole-tensor write skips is written whole, and overlaps none that is unfilled)."""
+        for i in [i for i in self._unfilled if self._tensors[i][0] < hi and self._tensors[i][1] > lo]:
+            t_lo, t_hi, _ = self._tensors[i]
+            region = self.hbm[bisect.bisect_right(self._hbm_starts, t_lo) - 1]
+            span = slice(t_lo - region.base, t_hi - region.base)
+            region.data[span] = SENTINEL_BYTE
+            self._unfilled.discard(i)
 
     def view(self, ap: AccessPattern, *, mask: bool = False) -> np.ndarray:
         """A writable view of the elements `ap` visits, in its shape (partition axis first on chip).
@@ -203,6 +243,8 @@ class MemoryState:
 
     def write(self, ap: AccessPattern, raw: np.ndarray) -> None:
         """Store `raw` (storage dtype, `ap.shape` or broadcastable to it) at the elements `ap` visits."""
+        if self._unfilled:
+            self._unfilled.discard(self._whole.get(ap, -1))  # every byte of it is written now: no fill
         self._kept_view(self._write_views, ap, writeable=True)[...] = raw
         self.mark_written(ap)
 
@@ -243,8 +285,8 @@ def _dense(dims: tuple[tuple[int, int], ...]) -> bool:
     return True
 
 
-def _region(shape: tuple[int, ...]) -> Region:
-    # The written mask filled now (np.full), not left to the kernel's zero pages (np.zeros): otherwise
-    # the run's first write to each stretch of SBUF takes the page faults (measured: 0.13 s of giou's
-    # 0.2 s on a busy machine; nothing then, once the machine exists).
-    return Region(np.full(shape, SENTINEL_BYTE, np.uint8), np.full(shape, False))
+def _on_chip(shape: tuple[int, int]) -> Region:
+    """An on-chip memory, none of it filled yet (MemoryState._fill fills the bytes in use): pages the
+    program never touches are never touched here either."""
+    return Region(np.empty(shape, np.uint8), np.zeros(shape, np.bool_))
+

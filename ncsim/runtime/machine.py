@@ -83,7 +83,7 @@ class Machine:
         self.obj = program if isinstance(program, ObjectFile) else self.program.obj
         self.config = config
         self.file = file
-        self.mem = MemoryState(config, self.program.tensors)
+        self.mem = MemoryState(config, self.program.tensors, self.program.on_chip_extents())
         self.engine_state: dict[str, dict] = {e: {} for e in ENGINES}
         self.sems = [0] * config.semaphores
         self._accesses: list[tuple[str, int, AccessPattern, bool]] = []  # made into footprints when asked
