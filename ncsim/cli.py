@@ -73,10 +73,20 @@ def _announce(quiet: bool) -> bool:
     return not quiet and sys.stderr.isatty()
 
 
+# The commands that enter warmup.prepare() once they have imported their modules: it lets the `ncsim`
+# command's garbage collector run again (ncsim.console); for every other command the group does.
+_PREPARED = ("asm", "run")
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="ncsim")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """ncsim: a simulator of one AWS NeuronCore-v2 (Trainium1 / Inferentia2)."""
+    if ctx.invoked_subcommand not in _PREPARED:
+        from ncsim.console import imports_done
+
+        imports_done()
 
 
 @cli.command()

@@ -415,7 +415,11 @@ def prepare(announce: bool = True, stream: TextIO | None = None, message: str = 
     """What a command does once it has imported its modules: if numba is among them, load cached
     kernels fast, and count the compilations of ncsim's kernels (the CompileNotice it yields; None
     without numba), saying before the first one that it is compiling if `announce`. Imports nothing
-    itself: a command that does not use numba pays nothing."""
+    itself: a command that does not use numba pays nothing. Its modules are imported by now, so the
+    `ncsim` command's collector runs again from here (ncsim.console)."""
+    from ncsim.console import imports_done
+
+    imports_done()
     if "numba" not in sys.modules:
         yield None
         return

@@ -325,3 +325,37 @@ def test_warmup_command(monkeypatch, capsys):
     main()
     out, err = capsys.readouterr()
     assert out.startswith("ncsim warmup: ") and err == ""
+
+
+# --- the garbage collector while the command imports ---------------------------------------------
+
+def test_the_command_holds_the_collector_off_while_it_imports_then_freezes_and_runs_it():
+    """ncsim.console.main: no collections while the command imports (warmup.prepare is entered with
+    the collector off), then the imported objects frozen and the collector on for the run itself;
+    and back on after a command that never enters prepare. ncsim.cli.main leaves it alone."""
+    script = textwrap.dedent(f"""
+        import contextlib, gc, sys
+        from ncsim import console, warmup
+        real = warmup.prepare
+
+        @contextlib.contextmanager
+        def spy(*args, **kwargs):
+            print("importing", gc.isenabled())
+            with real(*args, **kwargs) as notice:
+                print("running", gc.isenabled(), gc.get_freeze_count() > 0)
+                yield notice
+
+        warmup.prepare = spy
+        sys.argv = ["ncsim", "run", {str(Path(__file__).parent.parent / "programs" / "giou.s")!r}, "--timing-only", "--quiet"]
+        console.main()
+        print("after", gc.isenabled())
+        sys.argv = ["ncsim", "isa"]
+        gc.unfreeze()
+        from ncsim import cli
+        cli.main()
+        print("cli", gc.isenabled(), gc.get_freeze_count())
+    """)
+    out = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = [line for line in out.stdout.splitlines() if line.split(" ")[0] in ("importing", "running", "after", "cli")]
+    assert lines == ["importing False", "running True True", "after True", "cli True 0"], out.stdout
