@@ -138,7 +138,7 @@ class MemoryState:
         lo, hi = self._filled[memory], min(end, region.data.shape[1])
         if hi > lo:
             region.data[:, lo:hi] = SENTINEL_BYTE
-            region.written[:, lo:hi] = False
+            region.written[:, lo:hi] = False  # zeros already: touched now, so the run's first writes take no page faults
             self._filled[memory] = hi
 
     def _fill_hbm(self, lo: int, hi: int) -> None:
@@ -289,4 +289,3 @@ def _on_chip(shape: tuple[int, int]) -> Region:
     """An on-chip memory, none of it filled yet (MemoryState._fill fills the bytes in use): pages the
     program never touches are never touched here either."""
     return Region(np.empty(shape, np.uint8), np.zeros(shape, np.bool_))
-
