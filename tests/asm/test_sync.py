@@ -657,6 +657,17 @@ def test_the_core_gives_the_walks_edges_on_assembled_programs(src):
             for e in edges] == reference_edges(streams, engines, foot)
 
 
+def test_the_core_grows_its_edges_and_resumes_where_it_stopped():
+    """More edges than the pass's first output holds (max(1024, n / 4)): it stops before an
+    instruction whose edges might not fit, grows the output and resumes there, several times over."""
+    rng = np.random.default_rng(7)
+    program = random_program(lambda lo, hi: int(rng.integers(lo, hi + 1)), (6000, 6000), reach=64,
+                             memories=(Memory.SBUF,), max_dims=2, dma=False)
+    edges = core_edges(*program)
+    assert len(edges) > 2 * max(1024, 6000 // 4)  # grown twice
+    assert edges == reference_edges(*program)
+
+
 def test_the_core_takes_a_program_without_instructions_or_accesses():
     assert core_edges([], [], []) == []
     assert core_edges(["vector", "scalar"], ["vector", "scalar"], [[], []]) == []
