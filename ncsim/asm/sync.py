@@ -902,4 +902,3 @@ def _sweep_run(stream, engine, ids, acc_ptr, write, off, first_p, end_p, shape, 
             filled[own * CLASSES + table[shape[r], S_MEM] * 2 + write[r]] += 1
     at[0] = n
     at[1] = edges
-
