@@ -54,20 +54,14 @@ class Region:
 class MemoryState:
     def __init__(self, config: Config, tensors: list[TensorEntry], extents: dict[Memory, int] | None = None):
         """`extents`: the bytes of each partition of SBUF and PSUM the program is known to use (the
-        end of its furthest footprint), filled now; the declared on-chip tensors count too."""
+        end of its furthest footprint), filled now; anything further is filled when first reached."""
         self.config = config
         p = config.pmax
         self.sbuf = _on_chip((p, config.sbuf_partition_bytes))
         self.psum = _on_chip((p, config.psum_partition_bytes))
         self._filled = {Memory.SBUF: 0, Memory.PSUM: 0}  # leading bytes of each partition filled so far
-        ends = dict(extents or {})
-        for t in tensors:
-            if t.memory in ("sbuf", "psum") and t.nbytes:
-                m = Memory.SBUF if t.memory == "sbuf" else Memory.PSUM
-                ends[m] = max(ends.get(m, 0), t.address + t.nbytes // max(t.shape[0], 1))
-        for m, end in ends.items():
-            if m in self._filled:
-                self._fill(m, end)
+        for m, end in (extents or {}).items():
+            self._fill(m, end)
         segments: list[list[int]] = []  # [lo, hi) of HBM: the declared tensors' spans, merged
         for lo, hi in sorted((t.address, t.address + t.nbytes) for t in tensors if t.memory == "hbm" and t.nbytes):
             if segments and lo <= segments[-1][1]:

@@ -93,7 +93,7 @@ def test_lazy_fill_matches_filling_everything_up_front(ops, extents):
 def test_a_kernel_using_a_few_kib_touches_no_more_of_sbuf():
     """Only the bytes in use are filled when the state is made; a pattern past them fills up to its end."""
     mem = MemoryState(CONFIG, [TILE], {Memory.SBUF: 2048})
-    assert mem._filled[Memory.SBUF] == 2048  # the extent reaches further than the tile's end (1280)
+    assert mem._filled[Memory.SBUF] == 2048 and mem._filled[Memory.PSUM] == 0
     far = AccessPattern(Memory.SBUF, F32, 3, 2, ROW - 64, ((1, 16),))
     assert np.isnan(mem.read(far)).all() and mem.unwritten(far) == 32
     assert mem._filled[Memory.SBUF] == ROW
