@@ -169,7 +169,9 @@ class Config:
         "The quoted peak is 27 GiB/s (about 29.0e9 B/s); the current DMA overview says 27.2 GB/s.")
     dma_latency_ns: int = param(
         1300, (0, 10**6), "ns", "DMA: about 1300 ns from the releasing semaphore to data moving",
-        "Fixed cost of a DMA transfer before its first byte moves (cross-engine latency).")
+        "Fixed cost of a DMA transfer before its first byte moves (cross-engine latency). A piece whose DMA "
+        "engine is idle does its per-transfer work (the transfer level's time over the buffer level's) "
+        "while it runs, so it starts that much earlier (docs/timing.md#the-per-transfer-work-and-the-latency).")
     dma_efficiency_table: tuple[tuple[int, float], ...] = param(
         ((32, 0.015), (64, 0.03), (128, 0.05), (256, 0.10), (512, 0.21),
          (1 * KiB, 0.42), (2 * KiB, 0.81), (4 * KiB, 0.97), (8 * KiB, 1.0)), (1, 1 * GiB),

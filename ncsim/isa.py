@@ -711,7 +711,9 @@ TABLE: tuple[InstrSpec, ...] = (
         " then the transfer runs on DMA queue `queue` while the engine goes on. In HBM the outermost"
         " dimension plays the partition dimension's role, and a step of 0 repeats data (broadcast).",
         "~1300 ns latency + bytes / (17 B/ns per DMA engine x efficiency), 8 partitions per engine; the efficiency"
-        " is the lower of its chunk size's and its transfer size's (per partition lane); capped by HBM",
+        " is the lower of its chunk size's and its transfer size's (per partition lane), and a piece on an idle"
+        " DMA engine does its per-transfer work (the latter's time over the former's) during the latency;"
+        " capped by HBM",
     ),
     # ------------------------------------------------------------------ semaphores
     InstrSpec(

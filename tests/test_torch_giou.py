@@ -36,3 +36,16 @@ def test_the_example_prints_the_lowered_time_beside_the_nki_kernel():
     out = subprocess.run([sys.executable, str(ROOT / "examples" / "giou_lowered.py"), "--rows", "128",
                           "--boxes", "128"], capture_output=True, text=True, cwd=ROOT, check=True).stdout
     assert "bit-exact" in out and "ncsim.torch.lower" in out and "programs/nki/giou.py" in out
+
+
+def test_the_readme_quotes_the_lowered_giou_as_it_runs():
+    """The README's table row: the lowered GIoU at giou.s's size, [1024, 256, 4], timed (no values)."""
+    a, b = (torch.zeros(1024, 256, 4) for _ in range(2))
+    run = nt.lower(giou, a, b).run(a, b, values=False)
+    engines = sorted((e for e in run.report.engines if e.instructions), key=lambda e: -e.instructions)
+    counts = ", ".join(f"{'GpSimd' if e.name == 'gpsimd' else e.name.capitalize()} {e.instructions}" for e in engines)
+    verdict = run.report.verdict.text
+    busy = verdict.split("busy ")[1].split("%")[0]
+    row = (f"| the eager torch GIoU lowered by `ncsim.torch.lower` | {run.instructions}: {counts} |"
+           f" {run.latency_us:.3f} µs | {verdict.split(':')[0]} (busy {busy}%) |")
+    assert row in (ROOT / "README.md").read_text(), row

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,15 @@ def test_main_prints_loss_and_simulated_time_per_epoch(capsys):
     assert any(line.strip().startswith("my_ops::relu_forward: 4 calls") for line in out)
     assert any(line.strip().startswith("my_ops::relu_backward: 4 calls") for line in out)
     assert out[-1].startswith("torch.relu: the same loss at 4 of 4 steps")
+
+
+def test_the_docs_quote_the_simulated_time_of_each_call(capsys):
+    """docs/torch.md's example output: each operator's time per call at the default batch."""
+    mlp.main(["--epochs", "1", "--steps", "1"])
+    out = capsys.readouterr().out
+    doc = (ROOT / "docs" / "torch.md").read_text()
+    for op in ("relu_forward", "relu_backward"):
+        each = re.search(rf"my_ops::{op}: 2 calls, [0-9.]+ µs simulated \(([0-9.]+) µs each\)", out)
+        assert each, out
+        assert re.search(rf"my_ops::{op}: 16 calls, [0-9.]+ µs simulated \({re.escape(each.group(1))} µs each\)", doc), \
+            f"docs/torch.md: {op} at {each.group(1)} µs a call"

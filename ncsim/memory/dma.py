@@ -43,6 +43,17 @@ gives 98.5% and more (the figure: 98-100%). The buffer level binds for large pie
 32 B chunks whatever the transfer's size: the figure's small points are a transfer's cost, which
 the transfer level already counts, not a chunk's.)
 
+The transfer level's excess over the buffer level is the piece's *fixed part* (`Piece.fixed_ns`):
+the figure's small points come to a constant 1.0-1.2 us per transfer up to 2 KiB per engine (8 x F
+/ (17 B/ns x efficiency) at F = 32 B ... 256 B per partition), work done once per transfer, like
+the descriptor setup the bandwidth guide lists among what its ~1300 ns "semaphore-to-start latency"
+covers. A piece whose DMA engine is idle does that work while its latency runs, so it becomes
+eligible `lead_ns` = latency - min(fixed part, latency) after its dma_copy issued and a lone
+transfer takes latency + its time at the buffer level; a piece that waits for its engine pays its
+whole time there, as a stream of transfers does (the figure). (Until issue 15's latency session a
+piece became eligible the whole latency after issue, so a lone small transfer paid the per-transfer
+work twice: 1300 ns, then the transfer level's 1.0-1.2 us.)
+
 Its HBM traffic is its elements times the itemsize of each side that is in HBM (an HBM-to-HBM
 piece reads and writes HBM, so it counts twice against the HBM cap).
 """
@@ -66,6 +77,7 @@ class Piece:
     efficiency: float  # fraction of dma_engine_bandwidth: the lower of the buffer and transfer levels
     hbm_bytes: int  # bytes of HBM traffic (reads plus writes)
     chunks: int  # contiguous chunks: the buffer level
+    fixed_ns: float  # the transfer level's time over the buffer level's (0 when the buffer level binds)
 
 
 @dataclass(frozen=True)
@@ -84,25 +96,42 @@ class TransferPlan:
     def formula(self, config: Config) -> str:
         """The cost of the transfer in words, with its numbers, as if it ran alone."""
         first = self.pieces[0]
-        same = all((p.nbytes, p.efficiency) == (first.nbytes, first.efficiency) for p in self.pieces)
-        bw = config.dma_engine_bandwidth / 1e9
+        same = all((p.nbytes, p.efficiency, p.fixed_ns) == (first.nbytes, first.efficiency, first.fixed_ns)
+                   for p in self.pieces)
         engines = (f"DMA engine {first.engine}" if len(self.pieces) == 1
                    else f"DMA engines {self.pieces[0].engine}-{self.pieces[-1].engine}")
         head = (f"{self.src.label}->{self.dst.label} {self.nbytes} B on queue {self.queue}: {len(self.pieces)}"
                 f" piece{'s' if len(self.pieces) != 1 else ''} on {engines}")
         if same:
-            each = _piece_ns(first, config)
-            body = (f"latency {config.dma_latency_ns} ns + {first.nbytes} B / ({bw:g} B/ns x"
-                    f" {first.efficiency:.3g} at {_at(first, config)}) = {config.dma_latency_ns + each:.1f} ns"
-                    f"{' each' if len(self.pieces) > 1 else ''}")
+            body = _alone_text(first, config) + (" each" if len(self.pieces) > 1 else "")
         else:
-            slowest = max(self.pieces, key=lambda p: _piece_ns(p, config))
-            body = (f"latency {config.dma_latency_ns} ns + the slowest piece {slowest.nbytes} B / ({bw:g} B/ns x"
-                    f" {slowest.efficiency:.3g} at {_at(slowest, config)})"
-                    f" = {config.dma_latency_ns + _piece_ns(slowest, config):.1f} ns")
+            slowest = max(self.pieces, key=lambda p: alone_ns(p, config))
+            body = "the slowest piece: " + _alone_text(slowest, config)
         hbm = sum(p.hbm_bytes for p in self.pieces)
         cap = f"; {hbm} B of HBM traffic shares {config.hbm_bandwidth / 1e9:g} GB/s" if hbm else ""
         return f"{head}; {body}{cap}"
+
+
+def lead_ns(piece: Piece, config: Config) -> float:
+    """From its dma_copy's issue until the piece is eligible: the fixed latency, less the part of it
+    that the piece's own fixed part (done while the latency runs) overlaps."""
+    return config.dma_latency_ns - min(piece.fixed_ns, config.dma_latency_ns)
+
+
+def alone_ns(piece: Piece, config: Config) -> float:
+    """A piece's time from its dma_copy's issue to its end when its DMA engine is idle."""
+    return lead_ns(piece, config) + _piece_ns(piece, config)
+
+
+def _alone_text(piece: Piece, config: Config) -> str:
+    """alone_ns in words, with its numbers."""
+    bw = config.dma_engine_bandwidth / 1e9
+    text = (f"latency {config.dma_latency_ns} ns + {piece.nbytes} B / ({bw:g} B/ns x {piece.efficiency:.3g} at"
+            f" {_at(piece, config)})")
+    overlap = config.dma_latency_ns - lead_ns(piece, config)
+    if overlap > 0:
+        text += f" - {overlap:.1f} ns of its per-transfer work done during the latency"
+    return f"{text} = {alone_ns(piece, config):.1f} ns"
 
 
 def _lanes(config: Config) -> int:
@@ -164,8 +193,9 @@ def plan_transfer(dst: AccessPattern, src: AccessPattern, queue: int, config: Co
         per_chunk = min(run, elements)
         chunks = -(-elements // per_chunk)
         # the lower of the buffer level (the chunks) and the transfer level (the piece per lane)
-        efficiency = min(chunk_efficiency(elements * width, chunks, config),
-                         config.dma_efficiency(elements * width / lanes))
+        buffer = chunk_efficiency(elements * width, chunks, config)
+        efficiency = min(buffer, config.dma_efficiency(elements * width / lanes))
+        fixed = elements * width / config.dma_engine_bandwidth * 1e9 * (1 / efficiency - 1 / buffer)
         pieces.append(Piece(i, elements, elements * width, per_chunk * width, efficiency, elements * hbm_width,
-                            chunks))
+                            chunks, max(fixed, 0.0)))
     return TransferPlan(queue, src.memory, dst.memory, tuple(pieces))

@@ -46,9 +46,11 @@ THRESHOLD = 60% ("most of the time"):
      last, as above), at its done; for a dma_copy releaser, to its piece that ended last. Else
      program order on its engine: the previous instruction of its stream, whose end is avail (the
      first of a stream starts the run, at 0);
-   - a DMA piece: [piece_start, piece_end) is DMA data moving; then, if its DMA engine's previous
-     piece ended after the piece's latency did, that piece; else [start, start + latency) of its
-     dma_copy is DMA latency, and the path goes on to the dma_copy.
+   - a DMA piece: [piece_start, piece_end) is DMA data moving (its per-transfer work included); then,
+     if its DMA engine's previous piece ended after the piece became eligible, that piece; else
+     [start, start + lead) of its dma_copy is DMA latency (lead: the fixed latency less what the
+     piece's per-transfer work overlaps, ncsim.memory.dma.lead_ns), and the path goes on to the
+     dma_copy.
    critical_path gives the ticks of each PATH_KINDS kind on the path (each engine's busy time, "dma
    data", "dma latency", "port wait", and "other" for gaps the walk cannot explain: none in a run
    that finished); they add up to T. If one kind holds >= THRESHOLD of the path: "DMA latency",
@@ -70,7 +72,7 @@ import numpy as np
 from ncsim import dtypes, isa
 from ncsim.config import Config
 from ncsim.memory.access import AccessPattern, Memory
-from ncsim.runtime.timing import ENGINES, TimingResult, dma_latency_ticks
+from ncsim.runtime.timing import ENGINES, TimingResult, lead_ticks
 
 __all__ = ["PATH_KINDS", "THRESHOLD", "DirectionStats", "EngineStats", "Report", "Verdict", "report"]
 
@@ -370,13 +372,13 @@ def _report(r: TimingResult, pool: ThreadPoolExecutor | None) -> Report:
     dir_of_body = np.full(len(costs), -1, np.int64)
     for b in moving:
         dir_of_body[b] = pairs.index((int(costs[b].transfer.src), int(costs[b].transfer.dst)))
-    body_ptr, body_engine = _piece_engines(costs)
+    body_ptr, body_engine, body_lead = _piece_engines(costs, cfg)
 
     # Per piece, in order of start: the time some piece of each direction moved, all of them did,
     # the DMA engines' time, and the piece each piece waited for (the critical path's).
     waited_for = np.empty(r.pieces, np.int32 if r.pieces < 2**31 else np.int64)
     args = (r.piece_ptr, r.piece_instr, r.body, dir_of_body, len(pairs), body_ptr, body_engine, r.piece_start,
-            r.piece_end, r.start, dma_latency_ticks(cfg), waited_for)
+            r.piece_end, r.start, body_lead, waited_for)
     busy_on = np.zeros(max(cfg.dma_engines, int(body_engine.max()) + 1 if body_engine.size else 0), np.int64)
     ok, piece_ticks, p_last, moved, b_start, b_end = _by_start(r.piece_ptr[r.first], _EMPTY, *args, busy_on)
     if not ok:  # the pieces of some stream's dma_copy instructions are not in order of start
@@ -439,7 +441,7 @@ def _report(r: TimingResult, pool: ThreadPoolExecutor | None) -> Report:
         dma_engine_ticks=tuple(int(t) for t in busy_on),
         dma_active=dma_active, chunk_efficiency=eff_num / eff_den if eff_den else 1.0, hbm_bytes=hbm_bytes,
         hbm_capped=capped, flops=flops, fp32_matmuls=fp32, computing=computing, moving=both - computing,
-        latency=total - both, critical_path=_critical_path(r, releaser, waited_for, k_last, p_last),
+        latency=total - both, critical_path=_critical_path(r, releaser, waited_for, k_last, p_last, body_ptr, body_lead),
         verdict=Verdict("empty", None, ""), gpsimd_cores=gpsimd_cores, tcm_blocks=int(blocks[0] + blocks[2]))
     return replace(rep, verdict=verdict(rep))
 
@@ -456,13 +458,15 @@ def _gpsimd(r: TimingResult) -> tuple[tuple[int, ...], np.ndarray]:
     return (tuple(int(t) for t in ticks.sum(axis=0)) if len(ks) else ()), blocks.sum(axis=0)
 
 
-def _piece_engines(costs) -> tuple[np.ndarray, np.ndarray]:
-    """(body_ptr, body_engine): the DMA engine of each piece of each body's transfer, as CSR (body b's
-    are body_engine[body_ptr[b]:body_ptr[b + 1]]; none for a body without a transfer)."""
+def _piece_engines(costs, config: Config) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(body_ptr, body_engine, body_lead): the DMA engine of each piece of each body's transfer, and
+    the ticks from its dma_copy's start until it is eligible (its lead), as CSR (body b's are
+    body_engine[body_ptr[b]:body_ptr[b + 1]]; none for a body without a transfer)."""
     plans = [c.transfer.pieces if c.transfer is not None else () for c in costs]
     body_ptr = np.zeros(len(costs) + 1, np.int64)
     body_ptr[1:] = np.cumsum([len(ps) for ps in plans])
-    return body_ptr, np.array([p.engine for ps in plans for p in ps], np.int64)
+    return (body_ptr, np.array([p.engine for ps in plans for p in ps], np.int64),
+            np.array([lead_ticks(p, config) for ps in plans for p in ps], np.int64))
 
 
 def _order(starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -553,10 +557,10 @@ def _next_run(runs, head, order, keys):
 
 @numba.njit(cache=True, nogil=True)
 def _by_start(runs, order, piece_ptr, piece_instr, body, dir_of_body, n_dir, body_ptr, body_engine, piece_start,
-              piece_end, start, latency, waited_for, busy_on):
+              piece_end, start, body_lead, waited_for, busy_on):
     """Visit the pieces in order of (start, index), merging `runs` (see _order). Fills waited_for:
     the piece its DMA engine took before each (its predecessor) if the piece started after it was
-    ready (its dma_copy's start + latency) and the predecessor ended after that, else -1 (what the
+    ready (its dma_copy's start + its lead, body_lead) and the predecessor ended after that, else -1 (what the
     critical path's walk follows). Returns (ok, ticks, p_last, moved, union_start, union_end): ok
     is False, and the rest undone, if a run is not in order of start after all; the pieces'
     durations summed; the piece that ends last (the first of equals; -1 if none); for each
@@ -589,8 +593,8 @@ def _by_start(runs, order, piece_ptr, piece_instr, body, dir_of_body, n_dir, bod
         if j < 0:
             break
         i, stop, k, prior = head[j], runs[j + 1], k_of[j], before[j]
-        k_end = base = d = ready = -1  # the end of dma_copy k's pieces; its body's first row in body_engine,
-        # less piece_ptr[k]; its direction; when its pieces were ready
+        k_end = base = d = -1  # the end of dma_copy k's pieces; its body's first row in body_engine,
+        # less piece_ptr[k]; its direction
         while i < stop:
             h = order[i] if ordered else i
             s = piece_start[h]
@@ -610,8 +614,8 @@ def _by_start(runs, order, piece_ptr, piece_instr, body, dir_of_body, n_dir, bod
                 k_end = piece_ptr[k + 1]
                 base = body_ptr[body[k]] - piece_ptr[k]
                 d = dir_of_body[body[k]]
-                ready = start[k] + latency
             de = body_engine[base + h]
+            ready = start[k] + body_lead[base + h]
             waited_for[h] = last_on[de] if s > ready and last_on[de] >= 0 and end_on[de] > ready else -1
             last_on[de] = h
             end_on[de] = e
@@ -711,7 +715,7 @@ def _capped(hbm_time, hbm_rate, total, at_cap):
 
 
 def _critical_path(r: TimingResult, releaser: np.ndarray, waited_for: np.ndarray, k_last: int,
-                   p_last: int) -> tuple[tuple[str, int], ...]:
+                   p_last: int, body_ptr: np.ndarray, body_lead: np.ndarray) -> tuple[tuple[str, int], ...]:
     """The critical path's ticks by PATH_KINDS (see the module docstring), summing to the total."""
     acc = np.zeros(len(PATH_KINDS), np.int64)
     total = int(r.total_ticks)
@@ -724,13 +728,13 @@ def _critical_path(r: TimingResult, releaser: np.ndarray, waited_for: np.ndarray
     else:
         p_last = -1
     _walk(acc, total, k_last, p_last, r.avail, r.ready, r.start, r.end, r.first, releaser, r.piece_ptr,
-          r.piece_instr, r.piece_start, r.piece_end, waited_for, dma_latency_ticks(r.config))
+          r.piece_instr, r.piece_start, r.piece_end, waited_for, r.body, body_ptr, body_lead)
     return tuple(zip(PATH_KINDS, (int(x) for x in acc)))
 
 
 @numba.njit(cache=True)
 def _walk(acc, t, k, p, avail, ready, start, end, first, releaser, piece_ptr, piece_instr,
-          piece_start, piece_end, waited_for, latency):
+          piece_start, piece_end, waited_for, body, body_ptr, body_lead):
     """Walk the critical path back from instruction k (or piece p, k = -1) ending at t, adding each
     stretch to acc by kind. Every step goes to an item that finished no later, none twice: at most
     n + m steps."""
@@ -743,8 +747,9 @@ def _walk(acc, t, k, p, avail, ready, start, end, first, releaser, piece_ptr, pi
                 p = waited_for[p]
                 continue
             k = piece_instr[p]
-            acc[_OTHER] += max(t - (start[k] + latency), 0)
-            acc[_LATENCY] += min(t, start[k] + latency) - start[k]
+            lead = body_lead[body_ptr[body[k]] + p - piece_ptr[k]]  # from its dma_copy's start until eligible
+            acc[_OTHER] += max(t - (start[k] + lead), 0)
+            acc[_LATENCY] += min(t, start[k] + lead) - start[k]
             t = start[k]
             p = -1
         else:
@@ -851,8 +856,9 @@ def verdict(rep: Report) -> Verdict:
         if top_kind == "dma latency":
             mean = rep.dma_bytes / rep.transfers if rep.transfers else 0
             return Verdict("dma-latency", None,
-                           f"bound by DMA latency: {top_share} of the critical path waits out the"
-                           f" {rep.config.dma_latency_ns} ns fixed cost of transfers (mean {_size(int(mean))});"
+                           f"bound by DMA latency: {top_share} of the critical path waits out the fixed"
+                           f" latency of transfers ({rep.config.dma_latency_ns} ns, less the per-transfer work"
+                           f" done meanwhile; mean {_size(int(mean))});"
                            f" {evidence}; {dma_text}, {others}")
         if top_kind == "dma data":
             return Verdict("dma-data", None,

@@ -23,13 +23,13 @@ Where the DMA model lives, for a change to it:
 - What a transfer is: the cost's `transfer` plan (`ncsim.engines.cost.describe`, which cuts it with
   ncsim/memory/dma.py): its queue and its pieces, each with a DMA engine, bytes, HBM bytes and an
   efficiency. `_flatten` turns each body's plan into rows of the piece table (`_Flat.piece_table`:
-  DMA engine, queue, bytes, HBM bytes, src, dst) and `_Flat.piece_cap` (the bytes per tick a piece
+  DMA engine, queue, bytes, HBM bytes, src, dst, lead) and `_Flat.piece_cap` (the bytes per tick a piece
   moves on its own, `dma_engine_bandwidth` x efficiency); the pieces of instruction k are its
   body's rows in order (`piece_ptr[k]`.. `piece_ptr[k + 1]`), so a per-piece cost that depends only
   on the body is a column of that table. `_schedule` passes the loop the columns it reads.
 - When pieces move, in `_simulate`: a dma_copy's start (step 3, kind 1) appends it to the list of
   each queue number its pieces use and heads the DMA engines' queues it finds empty (eligible at
-  start + `dma_latency_ticks`); step 4 is where an idle DMA engine takes its next eligible piece
+  start + its lead, `dma.lead_ns`); step 4 is where an idle DMA engine takes its next eligible piece
   (round-robin over its queues), and sets the piece's rate when it does not touch HBM (its cap)
   and its end; step 5 shares HBM among the pieces that touch it (max-min fair, each capped by its
   own rate) and sets their ends; step 1 ends pieces and, with a dma_copy's last, the instruction.
@@ -73,6 +73,7 @@ from ncsim.engines.cost import (
     static_overhead,
 )
 from ncsim.errors import DeadlockError, NcsimError, SimError, SourceLoc, Waiting, unmet_wait
+from ncsim.memory.dma import Piece, lead_ns
 from ncsim.program import ACCESS_READ, ACCESS_WRITE, Program  # noqa: F401 - ACCESS_*: re-exported
 from ncsim.runtime.heap import small_pages
 
@@ -110,7 +111,8 @@ class TimingResult:
     DMA pieces p = 0..pieces-1, those of one dma_copy consecutive (pieces_of(k), piece_ptr):
     - piece_instr, piece_engine (DMA engine), piece_queue, piece_bytes, piece_hbm_bytes (HBM reads
       plus writes), piece_src / piece_dst (Memory codes), piece_issue (its dma_copy started),
-      piece_ready (issue + latency), piece_start (its DMA engine took it), piece_end.
+      piece_ready (issue + its lead: the latency less what its per-transfer work overlaps,
+      `ncsim.memory.dma.lead_ns`), piece_start (its DMA engine took it), piece_end.
     Semaphore edges e: edge_signal[e] is the instruction whose update made a wait of edge_wait[e]
     on semaphore edge_sem[e] hold (the last update that turned the condition true).
     HBM traffic: hbm_rate[i] bytes per tick from hbm_time[i] until hbm_time[i + 1] (a step function
@@ -160,7 +162,7 @@ class TimingResult:
     fp_hi: np.ndarray
     fp_access: np.ndarray
     _body_piece_ptr: np.ndarray = field(repr=False)  # body -> its rows of the piece table (CSR)
-    _piece_table: np.ndarray = field(repr=False)  # [row, (engine, queue, bytes, hbm bytes, src, dst)]
+    _piece_table: np.ndarray = field(repr=False)  # [row, _PIECE_COLUMNS]
     _program: Program = field(repr=False)
 
     # ------------------------------------------------------------------ sizes and units
@@ -257,7 +259,7 @@ class TimingResult:
 
     @cached_property
     def piece_ready(self) -> np.ndarray:
-        return self.piece_issue + dma_latency_ticks(self.config)
+        return self.piece_issue + self._piece_column(6)
 
     # ------------------------------------------------------------------ one instruction in words
     def find(self, engine: str, index: int) -> int:
@@ -321,6 +323,11 @@ class TimingResult:
 
 def dma_latency_ticks(config: Config) -> int:
     return round(config.dma_latency_ns * config.tick_hz / 1e9)
+
+
+def lead_ticks(piece: Piece, config: Config) -> int:
+    """From a piece's dma_copy's start until the piece is eligible, in ticks (`dma.lead_ns`)."""
+    return round(lead_ns(piece, config) * config.tick_hz / 1e9)
 
 
 @numba.njit(cache=True, _nrt=False)
@@ -412,7 +419,7 @@ class _Flat:
     fp: tuple  # fp_ptr, fmem, fpart, fparts, flo, fhi, facc
     piece_ptr: np.ndarray  # per instruction (CSR)
     body_piece_ptr: np.ndarray  # per body (CSR into piece_table)
-    piece_table: np.ndarray  # [row, (engine, queue, bytes, hbm bytes, src, dst)] int64
+    piece_table: np.ndarray  # [row, _PIECE_COLUMNS] int64
     piece_cap: np.ndarray  # [row] bytes per tick a piece moves on its own
     row_next: np.ndarray  # [row] the next row of its body on the same DMA engine, or -1
     body_de_row: np.ndarray  # [body x DMA engines + DMA engine] the body's first row on that DMA engine, or -1
@@ -421,6 +428,9 @@ class _Flat:
     row_offsets: np.ndarray  # [row] its place among its body's pieces (_lockstep keeps some rows of each body)
 
 
+# A DMA piece's row: its DMA engine and queue, bytes, HBM bytes, src and dst (Memory codes), and its lead:
+# the ticks from its dma_copy's start until it is eligible (ncsim.memory.dma.lead_ns).
+_PIECE_COLUMNS = ("engine", "queue", "bytes", "hbm_bytes", "src", "dst", "lead")
 _BODY_COLUMNS = ("kind", "ticks", "overhead_ticks", "tiny", "start_ticks", "tiny_ticks", "load_stationary_ticks",
                  "ports")
 
@@ -451,10 +461,11 @@ def _flatten(prog: Program, config: Config) -> _Flat:
         plan = c.transfer
         if plan is not None:
             for p in plan.pieces:
-                rows.append((p.engine, plan.queue, p.nbytes, p.hbm_bytes, int(plan.src), int(plan.dst)))
+                rows.append((p.engine, plan.queue, p.nbytes, p.hbm_bytes, int(plan.src), int(plan.dst),
+                             lead_ticks(p, config)))
                 caps.append(config.dma_engine_bandwidth * p.efficiency / config.tick_hz)
         body_piece_ptr[i + 1] = len(rows)
-    piece_table = np.array(rows, np.int64).reshape(len(rows), 6)
+    piece_table = np.array(rows, np.int64).reshape(len(rows), len(_PIECE_COLUMNS))
     piece_ptr = np.zeros(len(body) + 1, np.int64)
     np.cumsum(np.diff(body_piece_ptr)[body], out=piece_ptr[1:])
     row_next, body_de_row = _links(piece_table, body_piece_ptr, config.dma_engines)
@@ -513,7 +524,7 @@ _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 @numba.njit(cache=True, _nrt=False)
 def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop, sval,
               piece_ptr, body_piece_ptr, row_q, row_bytes, piece_cap, piece_hbm, row_next, body_de_row, body_q_ptr,
-              body_q, body_q_des, latency, hbm_cap, hist_ptr, mult, row_off,
+              body_q, body_q_des, row_lead, hbm_cap, hist_ptr, mult, row_off,
               avail, ready, start, end, done, extra, flags, p_start, p_end, e_sig, e_wait, e_sem, h_time, h_rate,
               pc, head, head_ready, head_ports, checked, inflight, eng_end, last_end, last_dur, holder, sems, hist_fill, hist_after, hist_k, mono, completed,
               fifo, fifo_tail, cur, cur_row, cur_h, q_ready, empty, qbits, moving, queued, rr, wake,
@@ -765,10 +776,10 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                             cur[qi] = x
                             cur_row[qi] = r
                             cur_h[qi] = piece_ptr[k] + row_off[r]
-                            q_ready[qi] = t + latency
+                            q_ready[qi] = t + row_lead[r]
                             qbits[de] |= _ONE << np.uint64(q)
                             queued[w] |= _ONE << np.uint64(de & 63)
-                            wake[de] = min(wake[de], t + latency)
+                            wake[de] = min(wake[de], t + row_lead[r])
                             dma_dirty = True
             else:
                 cold = last_end[e] < 0 or t > last_end[e]
@@ -844,7 +855,8 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                         while r >= 0 and row_q[r] != q:
                             r = row_next[r]
                         if r >= 0:
-                            cur_row[qi] = r  # the same dma_copy: the same q_ready
+                            cur_row[qi] = r  # the same dma_copy
+                            q_ready[qi] = start[k] + row_lead[r]
                             cur_h[qi] = h + row_off[r] - row_off[row]
                         else:
                             while True:
@@ -861,7 +873,7 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                                 cur[qi] = x
                                 cur_row[qi] = r
                                 cur_h[qi] = piece_ptr[kx] + row_off[r]
-                                q_ready[qi] = start[kx] + latency
+                                q_ready[qi] = start[kx] + row_lead[r]
                             else:
                                 qbits[de] &= ~(_ONE << np.uint64(q))
                                 empty[q * dwords + dw] |= _ONE << np.uint64(de & 63)
@@ -1022,7 +1034,7 @@ def _schedule(prog: Program, flat: _Flat, config: Config, profile: dict[str, flo
             prog.first, f.body, f.dependent, f.body_table, wptr, wsem, wop, wval, sptr, ssem, sop, sval,
             f.piece_ptr, f.body_piece_ptr, table[:, 1].copy(), table[:, 2].astype(np.float64),
             f.piece_cap, table[:, 3] / np.maximum(table[:, 2], 1), f.row_next, f.body_de_row,
-            f.body_q_ptr, f.body_q, _des_of(f, n_dma), dma_latency_ticks(config),
+            f.body_q_ptr, f.body_q, _des_of(f, n_dma), table[:, 6].copy(),
             config.hbm_bandwidth / config.tick_hz, hist_ptr, mult, f.row_offsets,
             avail, ready, start, end, done, extra, flags, p_start, p_end, e_sig, e_wait, e_sem, h_time, h_rate,
             *state, counts)

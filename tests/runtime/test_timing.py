@@ -348,15 +348,28 @@ def dma(dst, src, queue: int = 0, engine: str = "sync", **sync) -> Instruction:
     return with_sync(make("dma_copy", engine, dst=dst, src=src, queue=queue), **sync)
 
 
+def lead(nbytes: int, efficiency: float, chunks: int) -> int:
+    """Ticks from a dma_copy's start until its piece is eligible: the latency less the piece's
+    per-transfer work (its time at `efficiency` over its time at the buffer level: its bytes and
+    `chunks` x dma_chunk_ns), which its DMA engine does while the latency runs."""
+    bw = CFG.dma_engine_bandwidth / 1e9  # B/ns
+    work = nbytes / (bw * efficiency) - (nbytes / bw + chunks * CFG.dma_chunk_ns)
+    return round((CFG.dma_latency_ns - min(max(work, 0.0), CFG.dma_latency_ns)) * CFG.tick_hz / 1e9)
+
+
 def test_one_dma_takes_latency_plus_bytes_over_bandwidth_at_its_efficiency():
     lay = Layout()
     r = run(sync=[dma(tile(lay), lay.hbm("f32", 128, 512))])
     piece = 8 * 512 * 4  # 8 partitions of a 2 KiB row per DMA engine: the figure's point at 2 KiB per lane
     rate = CFG.dma_engine_bandwidth * CFG.dma_efficiency(2048) / CFG.tick_hz
     assert r.pieces == 16 and set(r.piece_bytes) == {piece} and list(r.piece_engine) == list(range(16))
-    assert r.total_ticks == LATENCY + math.ceil(piece / rate - 1e-9)
+    # 8 rows: 963.8 ns of data and 59.6 ns of chunks; 1189.8 ns at 81%: 166.5 ns of per-transfer work
+    assert r.total_ticks == lead(piece, 0.81, 8) + math.ceil(piece / rate - 1e-9)
+    assert LATENCY - lead(piece, 0.81, 8) == round(166.45 * 5.6)
+    assert (r.piece_ready == lead(piece, 0.81, 8)).all() and (r.piece_start == r.piece_ready).all()
     assert r.end[0] == 0 and r.done[0] == r.total_ticks
-    assert "latency 1300 ns + 16384 B / (17 B/ns x 0.81 at 2048 B per lane of a 16384 B transfer)" in r.formula(0)
+    assert ("latency 1300 ns + 16384 B / (17 B/ns x 0.81 at 2048 B per lane of a 16384 B transfer) - 166.5 ns of"
+            " its per-transfer work done during the latency = 2323.4 ns each") in r.formula(0)
 
 
 def test_small_transfers_are_slow():
@@ -365,7 +378,7 @@ def test_small_transfers_are_slow():
     r = run(sync=[dma(tile(lay, free=16), lay.hbm("f32", 128, 16))])
     rate = CFG.dma_engine_bandwidth * CFG.dma_efficiency(64) / CFG.tick_hz
     assert CFG.dma_efficiency(64) == 0.03
-    assert r.total_ticks == LATENCY + math.ceil(8 * 64 / rate - 1e-9)
+    assert r.total_ticks == lead(8 * 64, 0.03, 8) + math.ceil(8 * 64 / rate - 1e-9)
 
 
 def test_many_short_rows_pay_per_chunk():
@@ -392,7 +405,7 @@ def test_few_short_rows_pay_the_transfer_level():
     window = lay.tile("f32", 0, dims=((56 * 56, 128), (56, 8), (1, 8)), memory=Memory.HBM)
     r = run(sync=[dma(lay.tile("f32", 128, 8, 8), window)])
     rate = CFG.dma_engine_bandwidth * CFG.dma_efficiency(256) / CFG.tick_hz
-    assert r.total_ticks == LATENCY + math.ceil(2048 / rate - 1e-9)
+    assert r.total_ticks == lead(2048, 0.10, 64) + math.ceil(2048 / rate - 1e-9)
     assert "at 256 B per lane of a 2048 B transfer" in r.formula(0)
 
 
@@ -412,7 +425,7 @@ def test_a_small_transfer_is_slow_even_with_long_rows():
     assert r.pieces == 1 and list(r.piece_engine) == [0] and list(r.piece_bytes) == [2048]
     rate = CFG.dma_engine_bandwidth * CFG.dma_efficiency(256) / CFG.tick_hz
     assert CFG.dma_efficiency(256) == 0.10 < CFG.dma_efficiency(2048)
-    assert r.total_ticks == LATENCY + math.ceil(2048 / rate - 1e-9)
+    assert r.total_ticks == lead(2048, 0.10, 1) + math.ceil(2048 / rate - 1e-9)
     assert "17 B/ns x 0.1 at 256 B per lane of a 2048 B transfer" in r.formula(0)
 
 
@@ -743,7 +756,8 @@ def test_the_docs_example_is_current():
     doc = (root / "docs" / "timing.md").read_text()
     r = time_program(assemble_file(root / "programs" / "giou.s"), CFG)
     assert f"r.total_ns                       # {r.total_ns:.1f}\n" in doc
-    assert f"1300 + 16384 / (17 x 0.81) = {1300 + 16384 / (17 * CFG.dma_efficiency(2048)):.1f} ns" in " ".join(
+    work = 16384 / (17 * 0.81) - (16384 / 17 + 8 * CFG.dma_chunk_ns)
+    assert f"1300 + 16384 / (17 x 0.81) - {work:.1f} = {1300 + 16384 / (17 * 0.81) - work:.1f} ns" in " ".join(
         doc.split())
 
 
