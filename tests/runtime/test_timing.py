@@ -381,6 +381,23 @@ def test_small_transfers_are_slow():
     assert r.total_ticks == lead(8 * 64, 0.03, 8) + math.ceil(8 * 64 / rate - 1e-9)
 
 
+def test_a_piece_that_waits_for_its_engine_pays_its_whole_time():
+    """Two small loads issued together on one queue: the first does its per-transfer work during the
+    latency; the second, queued behind it, does its own after the first ends (a stream pays the
+    figure's per-transfer cost on every transfer)."""
+    lay = Layout()
+    loads = [dma(tile(lay, free=16), lay.hbm("f32", 128, 16)) for _ in range(2)]
+    r = run(sync=loads)
+    whole = math.ceil(8 * 64 / (CFG.dma_engine_bandwidth * CFG.dma_efficiency(64) / CFG.tick_hz) - 1e-9)
+    first, second = r.pieces_of(r.find("sync", 0)), r.pieces_of(r.find("sync", 1))
+    ready = lead(8 * 64, 0.03, 8)
+    assert LATENCY - ready > 0.9 * whole  # most of a small transfer's time is per-transfer work
+    assert (r.piece_ready[first] == ready).all() and (r.piece_ready[second] == ready).all()
+    assert (r.piece_start[first] == ready).all() and (r.piece_end[first] == ready + whole).all()
+    assert (r.piece_start[second] == ready + whole).all() and (r.piece_end[second] == ready + 2 * whole).all()
+    assert r.total_ticks == ready + 2 * whole
+
+
 def test_many_short_rows_pay_per_chunk():
     """The buffer level: a 32 x 32 fp32 window of each partition's 64 x 64 image is 256 chunks of
     128 B per DMA engine (32 KiB: 4 KiB per lane, 97% by the transfer level), each chunk costing
