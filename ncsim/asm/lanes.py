@@ -170,7 +170,11 @@ class Lanes:
     # -- comparisons: a bool when every lane agrees, else a LaneBool
     def _cmp(self, o: Any, op: Callable[[Any, Any], Any]) -> LaneBool | bool:
         if isinstance(o, int) and not isinstance(o, bool) and not -(2**62) < o < 2**62:
-            return _bools(op(self.v.astype(object), o).astype(bool))  # exact against any Python int
+            # exact against any Python int: one outside int64 is above (below) every lane; one inside
+            # compares as an int64
+            if not -(2**63) <= o < 2**63:
+                return bool(op(0, 1) if o > 0 else op(1, 0))
+            return _bools(op(self.v, np.int64(o)))
         return _bools(op(self.v, _arr(o)))
 
     def __lt__(self, o: Any) -> LaneBool | bool:
