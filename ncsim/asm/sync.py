@@ -601,7 +601,6 @@ def _join(buf, m, limit):
     return c
 
 
-@numba.njit(cache=True)
 def _index(stream, acc_ptr, write, off, first_p, end_p, shape, table, dims, ids):
     """The search structure. Rows are grouped by key (stream, memory, write) into sequences in
     program order (seq_row; seq_pos is the 1-based position of the row's instruction in its stream).
@@ -610,33 +609,56 @@ def _index(stream, acc_ptr, write, off, first_p, end_p, shape, table, dims, ids)
     range's union, the closest ones joined when there are more) and a partition mask (tree_info[node]
     = count, M0, M1). Key k's nodes are tree_start[k] + v for v = 1 (the root) .. 2 tree_leaves[k] - 1;
     node v's children are 2v and 2v+1; block b is node tree_leaves[k] + b; blocks past the sequence's
-    end are empty (count 0). Positions and row numbers are int32 (n < 2**31 instructions)."""
+    end are empty (count 0). Positions and row numbers are int32 (n < 2**31 instructions).
+
+    The arrays are allocated here and filled by two passes compiled without numba's reference
+    counting (`_index_sequences`, then `_index_trees` once the trees' size is known): in a pass that
+    counts references, each call of `_masks` (per row) and `_join` (per node) counted its array
+    arguments up and down with atomic instructions, as in `_sweep`."""
     n = stream.shape[0]
     rows = off.shape[0]
+    keys = ids * CLASSES
     pos = np.empty(n, np.int32)
-    length = np.zeros(ids, np.int32)
     row_instr = np.empty(rows, np.int32)
+    key_start = np.zeros(keys + 1, np.int64)
+    seq_row = np.empty(rows, np.int32)
+    seq_pos = np.empty(rows, np.int32)
+    tree_start = np.zeros(keys + 1, np.int64)
+    tree_leaves = np.empty(keys, np.int64)
+    _index_sequences(stream, acc_ptr, write, shape, table, np.zeros(ids, np.int32), np.empty(keys, np.int64), pos,
+                     row_instr, key_start, seq_row, seq_pos, tree_start, tree_leaves)
+    nodes = int(tree_start[keys])
+    tree_span = np.empty((nodes, SPANS, 2), np.int64)
+    tree_info = np.zeros((nodes, 3), np.int64)
+    _index_trees(off, first_p, end_p, shape, table, dims, key_start, seq_row, tree_start, tree_leaves,
+                 np.empty((max(BLOCK, 2 * SPANS), 2), np.int64), tree_span, tree_info)
+    return pos, row_instr, key_start, seq_row, seq_pos, tree_start, tree_leaves, tree_span, tree_info
+
+
+@numba.njit(cache=True, _nrt=False)
+def _index_sequences(stream, acc_ptr, write, shape, table, length, fill, pos, row_instr, key_start, seq_row, seq_pos,
+                     tree_start, tree_leaves):
+    """_index's first pass: positions, each row's instruction, the keys' sequences and the trees'
+    places (`length` zeros, `fill` scratch: one entry per stream and per key)."""
+    n = stream.shape[0]
+    rows = row_instr.shape[0]
+    keys = tree_leaves.shape[0]
     for i in range(n):
         length[stream[i]] += 1
         pos[i] = length[stream[i]]
         for r in range(acc_ptr[i], acc_ptr[i + 1]):
             row_instr[r] = i
-    keys = ids * CLASSES
-    key_start = np.zeros(keys + 1, np.int64)
     for r in range(rows):
         key_start[stream[row_instr[r]] * CLASSES + table[shape[r], S_MEM] * 2 + write[r] + 1] += 1
     for k in range(keys):
         key_start[k + 1] += key_start[k]
-    fill = key_start[:-1].copy()
-    seq_row = np.empty(rows, np.int32)
-    seq_pos = np.empty(rows, np.int32)
+    for k in range(keys):
+        fill[k] = key_start[k]
     for r in range(rows):
         k = stream[row_instr[r]] * CLASSES + table[shape[r], S_MEM] * 2 + write[r]
         seq_row[fill[k]] = r
         seq_pos[fill[k]] = pos[row_instr[r]]
         fill[k] += 1
-    tree_start = np.zeros(keys + 1, np.int64)
-    tree_leaves = np.empty(keys, np.int64)
     for k in range(keys):
         blocks = (key_start[k + 1] - key_start[k] + BLOCK - 1) // BLOCK
         p = 1
@@ -644,10 +666,14 @@ def _index(stream, acc_ptr, write, off, first_p, end_p, shape, table, dims, ids)
             p *= 2
         tree_leaves[k] = p
         tree_start[k + 1] = tree_start[k] + 2 * p
-    tree_span = np.empty((tree_start[keys], SPANS, 2), np.int64)
-    tree_info = np.zeros((tree_start[keys], 3), np.int64)
-    buf = np.empty((max(BLOCK, 2 * SPANS), 2), np.int64)
-    for k in range(keys):
+
+
+@numba.njit(cache=True, _nrt=False)
+def _index_trees(off, first_p, end_p, shape, table, dims, key_start, seq_row, tree_start, tree_leaves, buf,
+                 tree_span, tree_info):
+    """_index's second pass: each key's tree, its blocks of rows first, then the nodes above them
+    (`tree_info` zeros, `buf` scratch of max(BLOCK, 2 SPANS) ranges)."""
+    for k in range(tree_leaves.shape[0]):
         t0 = tree_start[k]
         p = tree_leaves[k]
         first = key_start[k]
@@ -663,8 +689,11 @@ def _index(stream, acc_ptr, write, off, first_p, end_p, shape, table, dims, ids)
                 m0, m1 = _masks(off, first_p, end_p, shape, table, dims, r)
                 tree_info[v, 1] |= m0
                 tree_info[v, 2] |= m1
-            tree_info[v, 0] = _join(buf, m, SPANS)
-            tree_span[v, :tree_info[v, 0]] = buf[:tree_info[v, 0]]
+            c = _join(buf, m, SPANS)
+            tree_info[v, 0] = c
+            for a in range(c):
+                tree_span[v, a, 0] = buf[a, 0]
+                tree_span[v, a, 1] = buf[a, 1]
         for v in range(p - 1, 0, -1):
             m = 0
             for c in range(t0 + 2 * v, t0 + 2 * v + 2):
@@ -674,9 +703,11 @@ def _index(stream, acc_ptr, write, off, first_p, end_p, shape, table, dims, ids)
                     m += 1
                 tree_info[t0 + v, 1] |= tree_info[c, 1]
                 tree_info[t0 + v, 2] |= tree_info[c, 2]
-            tree_info[t0 + v, 0] = _join(buf, m, SPANS)
-            tree_span[t0 + v, :tree_info[t0 + v, 0]] = buf[:tree_info[t0 + v, 0]]
-    return pos, row_instr, key_start, seq_row, seq_pos, tree_start, tree_leaves, tree_span, tree_info
+            c = _join(buf, m, SPANS)
+            tree_info[t0 + v, 0] = c
+            for a in range(c):
+                tree_span[t0 + v, a, 0] = buf[a, 0]
+                tree_span[t0 + v, a, 1] = buf[a, 1]
 
 
 @numba.njit(cache=True, _nrt=False)
