@@ -259,7 +259,7 @@ class TimingResult:
 
     @cached_property
     def piece_ready(self) -> np.ndarray:
-        return self.piece_issue + self._piece_column(6)
+        return self.piece_issue + self._piece_column(_PIECE_COLUMNS.index("lead"))
 
     # ------------------------------------------------------------------ one instruction in words
     def find(self, engine: str, index: int) -> int:
@@ -319,10 +319,6 @@ class TimingResult:
         e = ENGINES[int(self.engine[k])]
         return (f"{e}[{int(self.index[k])}] {self.mnemonic(k)}: start {self.ns(int(self.start[k])):.1f} ns,"
                 f" end {self.ns(int(self.end[k])):.1f} ns; {self.formula(k)}")
-
-
-def dma_latency_ticks(config: Config) -> int:
-    return round(config.dma_latency_ns * config.tick_hz / 1e9)
 
 
 def lead_ticks(piece: Piece, config: Config) -> int:
