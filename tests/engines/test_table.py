@@ -4,6 +4,7 @@ test of its own, and no legal instruction on any memory contents crashes the mac
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -55,9 +56,11 @@ def tiles(draw, memories: tuple[Memory, ...]) -> AccessPattern:
     return AccessPattern(memory, dt, start, count, offset, dims)
 
 
-@st.composite
-def plausible(draw, row: isa.InstrSpec) -> Instruction:
-    operands = {}
+@functools.cache
+def _operand_strategies(row: isa.InstrSpec) -> tuple[tuple[str, st.SearchStrategy], ...]:
+    """Each operand's strategy, made once per row: hypothesis validates a strategy on its first draw,
+    which for strategies made anew in every example was most of this test's time."""
+    out = []
     for o in row.operands:
         kind = o.kind
         if hasattr(kind, "memories"):
@@ -66,11 +69,17 @@ def plausible(draw, row: isa.InstrSpec) -> Instruction:
                 options.append(constants())
             if kind.optional:
                 options.append(st.none())
-            operands[o.name] = draw(st.one_of(options))
+            out.append((o.name, st.one_of(options)))
         else:
-            operands[o.name] = draw(values(kind))
-    engine = draw(st.sampled_from(row.engines))
-    return Instruction(row, engine, operands)
+            out.append((o.name, values(kind)))
+    return (*out, ("", st.sampled_from(row.engines)))
+
+
+@st.composite
+def plausible(draw, row: isa.InstrSpec) -> Instruction:
+    *operands, (_, engine) = _operand_strategies(row)
+    values_ = {name: draw(strategy) for name, strategy in operands}
+    return Instruction(row, draw(engine), values_)
 
 
 @pytest.mark.parametrize("row", ROWS)
