@@ -6,6 +6,7 @@ on the configuration are exercised separately.
 
 from __future__ import annotations
 
+import functools
 import math
 
 from hypothesis import strategies as st
@@ -45,7 +46,10 @@ def sem_ops(ops: tuple[str, ...]) -> st.SearchStrategy[F.SemOp]:
     return st.builds(F.SemOp, st.integers(0, 255), st.sampled_from(ops), st.integers(0, F.UINT32_MAX))
 
 
+@functools.cache
 def values(kind: F.Kind) -> st.SearchStrategy:
+    """The strategy of an operand kind, made once per kind: hypothesis validates a strategy when it is
+    first drawn from, which for strategies made anew in every example cost more than the drawing."""
     if isinstance(kind, F.APKind):
         options = [access_patterns(m) for m in kind.memories]
         if kind.imm:

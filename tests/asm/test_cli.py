@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 import shutil
@@ -154,6 +155,13 @@ def small_access_patterns(draw, memory: Memory, partitions: tuple[int, int]) -> 
     return AccessPattern(memory, dt, start, count, offset, dims)
 
 
+@functools.cache
+def _small_operands(kind: F.APKind, partitions: tuple[int, int]) -> st.SearchStrategy:
+    """An access-pattern operand's strategy on those partitions, made once (see tests/strategies.values)."""
+    options = [small_access_patterns(m, partitions) for m in kind.memories]
+    return st.one_of(options + [constants()] * kind.imm + [st.none()] * kind.optional)
+
+
 @st.composite
 def legal_instructions(draw) -> Instruction:
     """A random row's instruction with operands the default core accepts (check_instruction passes)."""
@@ -163,9 +171,7 @@ def legal_instructions(draw) -> Instruction:
         operands = {}
         for o in spec.operands:
             if isinstance(o.kind, F.APKind):
-                options = [small_access_patterns(m, partitions) for m in o.kind.memories]
-                options += [constants()] * o.kind.imm + [st.none()] * o.kind.optional
-                operands[o.name] = draw(st.one_of(options))
+                operands[o.name] = draw(_small_operands(o.kind, partitions))
             else:
                 operands[o.name] = draw(values(o.kind))
         instr = Instruction(spec, draw(st.sampled_from(spec.engines)), operands,
