@@ -466,7 +466,9 @@ def warm_up(message: str | None = None, stream: TextIO | None = None) -> WarmupR
     with prepare(message is not None, stream, message or "") as notice, Progress(None, "warming up"):
         config = Config()
         obj = read_elf(write_elf(assemble(PROGRAM, "<warmup>", config)), "<warmup>.o")  # as a .o file is read
-        Assembler(config).assemble_program(PROGRAM, "<warmup>")  # as `ncsim run` assembles a .s file
+        asm = Assembler(config)
+        asm.assemble_program(PROGRAM, "<warmup>")  # as `ncsim run` assembles a .s file
+        asm.program.sync_report  # noqa: B018 - as `ncsim asm --show-sync` explains the waits
         result = run(obj, config=config, sidecar=False)
         result.report.format()
         result.program.to_object()  # the words made again from the columns (a loaded program keeps none)

@@ -267,24 +267,46 @@ def access_rows(gathered: Gathered) -> AccessRows:
 @dataclass
 class Synced:
     """The waits automatic synchronisation inserted: edge j makes `consumer[j]` wait for `producer[j]`
-    (program order), a hazard of `kind[j]` (0 RAW, 1 WAR, 2 WAW) between operands; `sem_of` maps a
-    stream id to its semaphore, `rank[g]` is g's place among its stream's producers (from 1). Edge
-    columns are int32 (kind, memory and the operands int8), rank int32."""
+    (program order); `sem_of` maps a stream id to its semaphore, `rank[g]` is g's place among its
+    stream's producers (from 1). Edge columns are int32, rank int32. What each edge is for (`kind[j]`:
+    0 RAW, 1 WAR, 2 WAW; the operands, `producer_operand`/`consumer_operand` indexing `operand_names`;
+    the `memory` code) only the sync report reads: it is found when first asked (`hazards`), not
+    during the assembly."""
 
     producer: np.ndarray
     consumer: np.ndarray
-    kind: np.ndarray
-    producer_operand: np.ndarray  # index into operand_names
-    consumer_operand: np.ndarray
-    memory: np.ndarray  # Memory code of the hazard
     sem_of: dict[int, int]
     rank: np.ndarray
-    operand_names: list[str] = field(default_factory=list)
+    hazards: Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]] = field(repr=False)
 
     @staticmethod
     def none(n: int) -> Synced:
         e = np.zeros(0, np.int64)
-        return Synced(e, e, e, e, e, e, {}, np.zeros(n, np.int64))
+        return Synced(e, e, {}, np.zeros(n, np.int64), lambda: (e, e, e, e, [""]))
+
+    @cached_property
+    def _what(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
+        return self.hazards()
+
+    @property
+    def kind(self) -> np.ndarray:
+        return self._what[0]
+
+    @property
+    def producer_operand(self) -> np.ndarray:
+        return self._what[1]
+
+    @property
+    def consumer_operand(self) -> np.ndarray:
+        return self._what[2]
+
+    @property
+    def memory(self) -> np.ndarray:
+        return self._what[3]
+
+    @property
+    def operand_names(self) -> list[str]:
+        return self._what[4]
 
     def wait_on(self, stream: np.ndarray, p: int) -> SemOp:
         """The wait that orders an instruction after producer p: p's stream's semaphore at p's rank."""
@@ -328,15 +350,9 @@ def synchronise(gathered: Gathered, num_semaphores: int, reserved: set[int]) -> 
     stream, names = gathered.streams
     give_back(gathered.n)
     acc = access_rows(gathered)
-    producer, consumer, kind, prow, crow = sync.synchronise_rows(
+    producer, consumer, *_ = sync.synchronise_rows(
         stream, gathered.issuers(), acc.ptr, acc.offset, acc.first, acc.end, acc.shape, acc.write, acc.shape_memory,
-        acc.shape_itemsize, acc.shape_ndims, acc.shape_dims)
-    # an edge's operands: the rows' places among their instructions' accesses, in their chunks' tables
-    small = np.int8 if len(acc.operand_names) <= 127 else np.int16  # kept for the report: 1 byte an edge
-    pa = acc.operand[gathered.chunk[producer], prow - acc.ptr[producer]].astype(small)
-    ca = acc.operand[gathered.chunk[consumer], crow - acc.ptr[consumer]].astype(small)
-    memory = acc.shape_memory.astype(np.int8)[acc.shape[prow]]
-    operand_names = acc.operand_names
+        acc.shape_itemsize, acc.shape_ndims, acc.shape_dims, hazards=False)
     del acc  # the largest table of the assembly: gone before encoding
     producers = np.flatnonzero(np.bincount(producer, minlength=gathered.n))  # sorted, each once
     waited = sorted({names[s] for s in np.unique(stream[producers]).tolist()}, key=lambda s: (s.startswith("dma"), s))
@@ -348,7 +364,24 @@ def synchronise(gathered: Gathered, num_semaphores: int, reserved: set[int]) -> 
     for s in np.unique(stream[producers]).tolist():  # a stream's producers count 1, 2, ... in program order
         mine = producers[stream[producers] == s]
         rank[mine] = np.arange(1, len(mine) + 1, dtype=np.int32)
-    return Synced(producer, consumer, kind, pa, ca, memory, sem_of, rank, operand_names)
+    return Synced(producer, consumer, sem_of, rank, lambda: _hazards(gathered, producer, consumer))
+
+
+def _hazards(gathered: Gathered, producer: np.ndarray, consumer: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """What each edge is for: (kind, producer operand, consumer operand, memory, operand names), from
+    the access table made again (`Synced.hazards`)."""
+    stream, _ = gathered.streams
+    acc = access_rows(gathered)
+    kind, prow, crow = sync.edge_hazards(
+        producer, consumer, stream, gathered.issuers(), acc.ptr, acc.offset, acc.first, acc.end, acc.shape, acc.write,
+        acc.shape_memory, acc.shape_itemsize, acc.shape_ndims, acc.shape_dims)
+    # an edge's operands: the rows' places among their instructions' accesses, in their chunks' tables
+    small = np.int8 if len(acc.operand_names) <= 127 else np.int16
+    pa = acc.operand[gathered.chunk[producer], prow - acc.ptr[producer]].astype(small)
+    ca = acc.operand[gathered.chunk[consumer], crow - acc.ptr[consumer]].astype(small)
+    memory = acc.shape_memory.astype(np.int8)[acc.shape[prow]]
+    return kind, pa, ca, memory, acc.operand_names
 
 
 @dataclass

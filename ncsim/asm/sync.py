@@ -326,7 +326,7 @@ def _narrow(a: np.ndarray, narrow: type, wide: type) -> np.ndarray:
 def synchronise_rows(stream: np.ndarray, engine: np.ndarray, acc_ptr: np.ndarray, row_offset: np.ndarray,
                      row_first: np.ndarray, row_end: np.ndarray, row_shape: np.ndarray, row_write: np.ndarray,
                      shape_memory: np.ndarray, shape_itemsize: np.ndarray, shape_ndims: np.ndarray,
-                     shape_dims: np.ndarray) -> EdgeArrays:
+                     shape_dims: np.ndarray, hazards: bool = True) -> EdgeArrays:
     """`synchronise_arrays` with what an access shares with others stored once: row r is at byte
     `row_offset[r]` (int64), on partitions `row_first[r]` .. `row_end[r]` - 1 (int32; 0 and 0 in HBM),
     writes if `row_write[r]`, and has shape `row_shape[r]` (int32), an index into the shape table
@@ -335,7 +335,36 @@ def synchronise_rows(stream: np.ndarray, engine: np.ndarray, acc_ptr: np.ndarray
     iterations of an unrolled loop) share a shape, so a row costs 17 bytes here.
 
     Besides the inputs it takes about 20 bytes per row (the rows' order and instruction, 12, and the
-    search trees) and 4 x (ids + 1) bytes per instruction."""
+    search trees) and 4 x (ids + 1) bytes per instruction.
+
+    hazards=False leaves the edges' kind and rows out (-1: `edge_hazards` finds them later, for a
+    report), which spares about a fifth of the pass."""
+    stream, engine, acc_ptr, row_write, acc, ids = _prepared(
+        stream, engine, acc_ptr, row_offset, row_first, row_end, row_shape, row_write, shape_memory, shape_itemsize,
+        shape_ndims, shape_dims)
+    return EdgeArrays(*_sweep(stream, engine, ids, acc_ptr, row_write, *acc, *_index(stream, acc_ptr, row_write, *acc, ids),
+                              hazards=hazards))
+
+
+def edge_hazards(producer: np.ndarray, consumer: np.ndarray, stream: np.ndarray, engine: np.ndarray,
+                 acc_ptr: np.ndarray, row_offset: np.ndarray, row_first: np.ndarray, row_end: np.ndarray,
+                 row_shape: np.ndarray, row_write: np.ndarray, shape_memory: np.ndarray, shape_itemsize: np.ndarray,
+                 shape_ndims: np.ndarray, shape_dims: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(kind, producer row, consumer row) of edges that `synchronise_rows(..., hazards=False)` found,
+    over the same rows: what it gives with hazards=True."""
+    _, _, acc_ptr, row_write, acc, _ = _prepared(
+        stream, engine, acc_ptr, row_offset, row_first, row_end, row_shape, row_write, shape_memory, shape_itemsize,
+        shape_ndims, shape_dims)
+    out = np.empty((len(producer), 3), np.int32)
+    _hazards(np.asarray(producer, np.int64), np.asarray(consumer, np.int64), *acc, row_write, acc_ptr, out,
+             np.empty((2, 5, MAX_DIMS + 1), np.int64))
+    return out[:, 0].astype(np.int8), out[:, 1].copy(), out[:, 2].copy()
+
+
+def _prepared(stream, engine, acc_ptr, row_offset, row_first, row_end, row_shape, row_write, shape_memory,
+              shape_itemsize, shape_ndims, shape_dims):
+    """synchronise_rows' arguments checked and in the types its kernels take: (stream, engine, acc_ptr,
+    row_write, (offset, first, end, shape, shape table, dims), ids)."""
     stream = _narrow(stream, np.int8, np.int32)
     engine = _narrow(engine, np.int8, np.int32)
     acc_ptr = _narrow(acc_ptr, np.int32, np.int64)
@@ -357,8 +386,7 @@ def synchronise_rows(stream: np.ndarray, engine: np.ndarray, acc_ptr: np.ndarray
     ids = int(max(stream.max(initial=-1), engine.max(initial=-1))) + 1
     table = _shapes(*(np.ascontiguousarray(x, dtype=np.int64) for x in (shape_memory, shape_itemsize, shape_ndims)),
                     shape_dims)
-    acc = (row_offset, row_first, row_end, row_shape, table, shape_dims)
-    return EdgeArrays(*_sweep(stream, engine, ids, acc_ptr, row_write, *acc, *_index(stream, acc_ptr, row_write, *acc, ids)))
+    return stream, engine, acc_ptr, row_write, (row_offset, row_first, row_end, row_shape, table, shape_dims), ids
 
 
 # Columns of the shape table (int64, one row per shape): memory code, item size, the byte span
@@ -802,8 +830,19 @@ def _first_hazard(off, first_p, end_p, shape, table, dims, write, acc_ptr, j, i,
     return -1, -1, -1
 
 
+@numba.njit(cache=True, _nrt=False)
+def _hazards(producer, consumer, off, first_p, end_p, shape, table, dims, write, acc_ptr, out, scratch):
+    """out[j] = `_first_hazard` of edge j (producer[j] -> consumer[j]): its kind and rows."""
+    for x in range(producer.shape[0]):
+        kind, e, lt = _first_hazard(off, first_p, end_p, shape, table, dims, write, acc_ptr, producer[x],
+                                    consumer[x], scratch)
+        out[x, 0] = kind
+        out[x, 1] = e
+        out[x, 2] = lt
+
+
 def _sweep(stream, engine, ids, acc_ptr, write, off, first_p, end_p, shape, table, dims, pos, row_instr, key_start, seq_row, seq_pos,
-           tree_start, tree_leaves, tree_span, tree_info):
+           tree_start, tree_leaves, tree_span, tree_info, hazards=True):
     """The vector-clock pass of `synchronise` (see the module docstring), with each stream's latest
     hazard past what the instruction knows found by `_latest` instead of a walk back through the
     stream. Returns the edges' (producer, consumer, kind, producer row, consumer row).
@@ -834,7 +873,7 @@ def _sweep(stream, engine, ids, acc_ptr, write, off, first_p, end_p, shape, tabl
     while True:
         _sweep_run(stream, engine, ids, acc_ptr, write, off, first_p, end_p, shape, table, dims, pos, row_instr, key_start,
                    seq_row, seq_pos, tree_start, tree_leaves, tree_span, tree_info, clock_now, clock_after, known, gained,
-                   filled, found, latest, stack, scratch, rows, out, at)
+                   filled, found, latest, stack, scratch, rows, out, at, hazards)
         if at[0] >= n:
             break
         grown = np.empty((2 * out.shape[0], 5), np.int32)
@@ -847,10 +886,11 @@ def _sweep(stream, engine, ids, acc_ptr, write, off, first_p, end_p, shape, tabl
 @numba.njit(cache=True, _nrt=False)
 def _sweep_run(stream, engine, ids, acc_ptr, write, off, first_p, end_p, shape, table, dims, pos, row_instr, key_start,
                seq_row, seq_pos, tree_start, tree_leaves, tree_span, tree_info, clock_now, clock_after, known, gained,
-               filled, found, latest, stack, scratch, rows, out, at):
-    """_sweep's pass from instruction at[0] on, its edges written into `out` from row at[1] on. Returns
-    with `at` set to the instruction to resume at and the edges so far: n once every instruction is
-    done, or an instruction whose edges might not fit in `out`."""
+               filled, found, latest, stack, scratch, rows, out, at, hazards):
+    """_sweep's pass from instruction at[0] on, its edges written into `out` from row at[1] on (their
+    kind and rows -1 unless `hazards`). Returns with `at` set to the instruction to resume at and the
+    edges so far: n once every instruction is done, or an instruction whose edges might not fit in
+    `out`."""
     n = stream.shape[0]
     edges = at[1]
     q_lo = rows[0]
@@ -915,7 +955,9 @@ def _sweep_run(stream, engine, ids, acc_ptr, write, off, first_p, end_p, shape, 
             for s in range(ids):
                 known[s] = max(known[s], clock_after[j, s])
                 gained[s] = max(gained[s], clock_after[j, s])
-            kind, e, lt = _first_hazard(off, first_p, end_p, shape, table, dims, write, acc_ptr, j, i, scratch)
+            kind = e = lt = -1
+            if hazards:
+                kind, e, lt = _first_hazard(off, first_p, end_p, shape, table, dims, write, acc_ptr, j, i, scratch)
             out[edges, 0] = j
             out[edges, 1] = i
             out[edges, 2] = kind
