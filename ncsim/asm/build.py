@@ -46,7 +46,7 @@ import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 import numba
 import numpy as np
@@ -264,49 +264,39 @@ def access_rows(gathered: Gathered) -> AccessRows:
                       shape_dims, operand, list(names) or [""])
 
 
+class Hazards(NamedTuple):
+    """What each automatic wait is for: edge j's hazard `kind[j]` (0 RAW, 1 WAR, 2 WAW), its operands
+    (`producer_operand[j]`, `consumer_operand[j]`: indices into `operand_names`) and `memory[j]` (a
+    Memory code)."""
+
+    kind: np.ndarray
+    producer_operand: np.ndarray
+    consumer_operand: np.ndarray
+    memory: np.ndarray
+    operand_names: list[str]
+
+
 @dataclass
 class Synced:
     """The waits automatic synchronisation inserted: edge j makes `consumer[j]` wait for `producer[j]`
     (program order); `sem_of` maps a stream id to its semaphore, `rank[g]` is g's place among its
-    stream's producers (from 1). Edge columns are int32, rank int32. What each edge is for (`kind[j]`:
-    0 RAW, 1 WAR, 2 WAW; the operands, `producer_operand`/`consumer_operand` indexing `operand_names`;
-    the `memory` code) only the sync report reads: it is found when first asked (`hazards`), not
-    during the assembly."""
+    stream's producers (from 1). Edge columns are int32, rank int32. What each edge is for (`what`)
+    only the sync report reads: it is found when first asked (`hazards`), not during the assembly."""
 
     producer: np.ndarray
     consumer: np.ndarray
     sem_of: dict[int, int]
     rank: np.ndarray
-    hazards: Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]] = field(repr=False)
+    hazards: Callable[[], Hazards] = field(repr=False)
 
     @staticmethod
     def none(n: int) -> Synced:
         e = np.zeros(0, np.int64)
-        return Synced(e, e, {}, np.zeros(n, np.int64), lambda: (e, e, e, e, [""]))
+        return Synced(e, e, {}, np.zeros(n, np.int64), lambda: Hazards(e, e, e, e, [""]))
 
     @cached_property
-    def _what(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    def what(self) -> Hazards:
         return self.hazards()
-
-    @property
-    def kind(self) -> np.ndarray:
-        return self._what[0]
-
-    @property
-    def producer_operand(self) -> np.ndarray:
-        return self._what[1]
-
-    @property
-    def consumer_operand(self) -> np.ndarray:
-        return self._what[2]
-
-    @property
-    def memory(self) -> np.ndarray:
-        return self._what[3]
-
-    @property
-    def operand_names(self) -> list[str]:
-        return self._what[4]
 
     def wait_on(self, stream: np.ndarray, p: int) -> SemOp:
         """The wait that orders an instruction after producer p: p's stream's semaphore at p's rank."""
@@ -326,14 +316,15 @@ class _Lazy:
 def describe(gathered: Gathered, synced: Synced, files: list[str]) -> str:
     """`ncsim.asm.sync.describe_edges` for the arrays: one line per wait, who waits for whom and why."""
     stream, names = gathered.streams
-    operand = synced.operand_names
+    what = synced.what
+    operand = what.operand_names
     memory = {int(m): m.label for m in Memory}
     edges = []
     for j in range(len(synced.producer)):
         p, c = int(synced.producer[j]), int(synced.consumer[j])
         wait = synced.wait_on(stream, p)
-        edges.append(sync.Edge(p, c, sync.KINDS[int(synced.kind[j])], str(operand[synced.producer_operand[j]]),
-                               str(operand[synced.consumer_operand[j]]), memory[int(synced.memory[j])], wait))
+        edges.append(sync.Edge(p, c, sync.KINDS[int(what.kind[j])], str(operand[what.producer_operand[j]]),
+                               str(operand[what.consumer_operand[j]]), memory[int(what.memory[j])], wait))
     semaphores = {names[s]: sem for s, sem in sorted(synced.sem_of.items(), key=lambda x: x[1])}
     result = sync.SyncResult([], [], edges, semaphores)
 
@@ -367,8 +358,7 @@ def synchronise(gathered: Gathered, num_semaphores: int, reserved: set[int]) -> 
     return Synced(producer, consumer, sem_of, rank, lambda: _hazards(gathered, producer, consumer))
 
 
-def _hazards(gathered: Gathered, producer: np.ndarray, consumer: np.ndarray
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
+def _hazards(gathered: Gathered, producer: np.ndarray, consumer: np.ndarray) -> Hazards:
     """What each edge is for: (kind, producer operand, consumer operand, memory, operand names), from
     the access table made again (`Synced.hazards`)."""
     stream, _ = gathered.streams
@@ -381,7 +371,7 @@ def _hazards(gathered: Gathered, producer: np.ndarray, consumer: np.ndarray
     pa = acc.operand[gathered.chunk[producer], prow - acc.ptr[producer]].astype(small)
     ca = acc.operand[gathered.chunk[consumer], crow - acc.ptr[consumer]].astype(small)
     memory = acc.shape_memory.astype(np.int8)[acc.shape[prow]]
-    return kind, pa, ca, memory, acc.operand_names
+    return Hazards(kind, pa, ca, memory, acc.operand_names)
 
 
 @dataclass

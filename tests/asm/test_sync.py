@@ -702,9 +702,10 @@ def test_the_assembler_stores_a_shape_once_and_finds_the_same_waits():
     synced = build.synchronise(gathered, 32, set())
     expected = synchronise(instrs, 32).edges
     assert len(expected) > 100
-    assert [(int(p), int(c), KINDS[k], synced.operand_names[pa], synced.operand_names[ca])
-            for p, c, k, pa, ca in zip(synced.producer, synced.consumer, synced.kind, synced.producer_operand,
-                                       synced.consumer_operand)] == \
+    what = synced.what  # found now, from the access table made again
+    assert [(int(p), int(c), KINDS[k], what.operand_names[pa], what.operand_names[ca])
+            for p, c, k, pa, ca in zip(synced.producer, synced.consumer, what.kind, what.producer_operand,
+                                       what.consumer_operand)] == \
         [(e.producer, e.consumer, e.kind, e.producer_operand, e.consumer_operand) for e in expected]
 
 
