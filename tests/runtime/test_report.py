@@ -41,7 +41,6 @@ from tests.runtime.test_timing import lead, random_program
 CFG = Config()
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = sorted(ROOT.glob("programs/*.s"))
-LATENCY = round(CFG.dma_latency_ns * CFG.tick_hz / 1e9)
 
 
 def sync(instr: Instruction, wait: tuple[tuple[int, int], ...] = (), signal: tuple[int, ...] = ()) -> Instruction:
