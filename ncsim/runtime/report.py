@@ -72,7 +72,7 @@ import numpy as np
 from ncsim import dtypes, isa
 from ncsim.config import Config
 from ncsim.memory.access import AccessPattern, Memory
-from ncsim.runtime.timing import ENGINES, TimingResult, lead_ticks
+from ncsim.runtime.timing import ENGINES, TimingResult
 
 __all__ = ["PATH_KINDS", "THRESHOLD", "DirectionStats", "EngineStats", "Report", "Verdict", "report"]
 
@@ -372,7 +372,8 @@ def _report(r: TimingResult, pool: ThreadPoolExecutor | None) -> Report:
     dir_of_body = np.full(len(costs), -1, np.int64)
     for b in moving:
         dir_of_body[b] = pairs.index((int(costs[b].transfer.src), int(costs[b].transfer.dst)))
-    body_ptr, body_engine, body_lead = _piece_engines(costs, cfg)
+    body_ptr, body_engine = r.body_pieces("engine")
+    _, body_lead = r.body_pieces("lead")
 
     # Per piece, in order of start: the time some piece of each direction moved, all of them did,
     # the DMA engines' time, and the piece each piece waited for (the critical path's).
@@ -456,17 +457,6 @@ def _gpsimd(r: TimingResult) -> tuple[tuple[int, ...], np.ndarray]:
 
     ks, ticks, blocks = call_runs(r)
     return (tuple(int(t) for t in ticks.sum(axis=0)) if len(ks) else ()), blocks.sum(axis=0)
-
-
-def _piece_engines(costs, config: Config) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(body_ptr, body_engine, body_lead): the DMA engine of each piece of each body's transfer, and
-    the ticks from its dma_copy's start until it is eligible (its lead), as CSR (body b's are
-    body_engine[body_ptr[b]:body_ptr[b + 1]]; none for a body without a transfer)."""
-    plans = [c.transfer.pieces if c.transfer is not None else () for c in costs]
-    body_ptr = np.zeros(len(costs) + 1, np.int64)
-    body_ptr[1:] = np.cumsum([len(ps) for ps in plans])
-    return (body_ptr, np.array([p.engine for ps in plans for p in ps], np.int64),
-            np.array([lead_ticks(p, config) for ps in plans for p in ps], np.int64))
 
 
 def _order(starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

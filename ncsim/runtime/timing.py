@@ -266,6 +266,11 @@ class TimingResult:
         """The k of instruction `index` of `engine`'s stream."""
         return int(self.first[ENGINES.index(engine)] + index)
 
+    def body_pieces(self, column: str) -> tuple[np.ndarray, np.ndarray]:
+        """(body_ptr, values): a column of the piece table (_PIECE_COLUMNS: "engine", "lead", ...) for
+        each body's pieces, as CSR (body b's are values[body_ptr[b]:body_ptr[b + 1]])."""
+        return self._body_piece_ptr, self._piece_table[:, _PIECE_COLUMNS.index(column)].copy()
+
     def pieces_of(self, k: int) -> range:
         return range(int(self.piece_ptr[k]), int(self.piece_ptr[k + 1]))
 

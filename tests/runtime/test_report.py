@@ -29,7 +29,6 @@ from ncsim.runtime.report import (
     _busy,
     _by_start,
     _order,
-    _piece_engines,
     _runs,
     _union_length,
     report,
@@ -413,7 +412,8 @@ def test_every_program_reports_what_the_simple_way_computes(path):
 def test_each_way_of_ordering_the_pieces_gives_the_same(data):
     """The pieces merged from each stream's (if in order), from their ascending runs, or sorted."""
     r = time_program(random_program(data.draw), CFG)
-    body_ptr, body_engine, body_lead = _piece_engines(r.body_cost, CFG)
+    body_ptr, body_engine = r.body_pieces("engine")
+    _, body_lead = r.body_pieces("lead")
     pairs = sorted({(int(a), int(b)) for a, b in zip(r.piece_src, r.piece_dst, strict=True)})
     dir_of_body = np.full(len(r.body_cost), -1, np.int64)
     for b, c in enumerate(r.body_cost):
