@@ -330,6 +330,12 @@ def _size(n: int) -> str:
 # five arrays as long as the pieces; now 0.069 s (0.088 s of CPU in two threads) and 31 MiB (32
 # B/instr). Of that, _by_start ~35 ms (bound by memory traffic: piece_start and piece_end are 105
 # MB), the walk ~24 ms (a chain of dependent loads), _instructions ~12 ms (in the second thread).
+# Since then the pieces visited are the class pieces (TimingResult: one per class of DMA engines in
+# lockstep, 411,616 there), each counted for the engines it stands for; the per-piece times are
+# never written out for the report. load + timing + races + report of that object in a fresh
+# process, side by side with the commit before, three runs each: the report 0.14-0.19 -> 0.054-0.060
+# s (14,000 -> 1,000 page faults), time_program 0.51-0.53 -> 0.42-0.48 s, the four 1.12-1.27 ->
+# 0.94-1.05 s.
 
 _MERGE_RUNS = 16  # at most this many runs are merged; more are sorted
 # From this many instructions and pieces, the per-instruction passes (_instructions, _busy) run in a
@@ -372,19 +378,26 @@ def _report(r: TimingResult, pool: ThreadPoolExecutor | None) -> Report:
     dir_of_body = np.full(len(costs), -1, np.int64)
     for b in moving:
         dir_of_body[b] = pairs.index((int(costs[b].transfer.src), int(costs[b].transfer.dst)))
-    body_ptr, body_engine = r.body_pieces("engine")
-    _, body_lead = r.body_pieces("lead")
+    # The class pieces (TimingResult): each stands for the pieces of `mult` DMA engines in lockstep,
+    # from its engine on, which move at the same times, take their pieces in the same order and wait
+    # for the same pieces' ends, so a visit of the class pieces counts each `mult` times and finds the
+    # same critical path.
+    body_ptr, body_engine = r.class_body_pieces("engine")
+    _, body_lead = r.class_body_pieces("lead")
+    _, body_mult = r.class_body_pieces("mult")
 
-    # Per piece, in order of start: the time some piece of each direction moved, all of them did,
-    # the DMA engines' time, and the piece each piece waited for (the critical path's).
-    waited_for = np.empty(r.pieces, np.int32 if r.pieces < 2**31 else np.int64)
-    args = (r.piece_ptr, r.piece_instr, r.body, dir_of_body, len(pairs), body_ptr, body_engine, r.piece_start,
-            r.piece_end, r.start, body_lead, waited_for)
-    busy_on = np.zeros(max(cfg.dma_engines, int(body_engine.max()) + 1 if body_engine.size else 0), np.int64)
-    ok, piece_ticks, p_last, moved, b_start, b_end = _by_start(r.piece_ptr[r.first], _EMPTY, *args, busy_on)
+    # Per class piece, in order of start: the time some piece of each direction moved, all of them
+    # did, the DMA engines' time, and the piece each piece waited for (the critical path's).
+    n_class = len(r.class_start)
+    waited_for = np.empty(n_class, np.int32 if n_class < 2**31 else np.int64)
+    args = (r.class_ptr, r.class_instr, r.body, dir_of_body, len(pairs), body_ptr, body_engine, body_mult,
+            r.class_start, r.class_end, r.start, body_lead, waited_for)
+    top = int((body_engine + body_mult).max()) if body_engine.size else 0
+    busy_on = np.zeros(max(cfg.dma_engines, top), np.int64)
+    ok, piece_ticks, p_last, moved, b_start, b_end = _by_start(r.class_ptr[r.first], _EMPTY, *args, busy_on)
     if not ok:  # the pieces of some stream's dma_copy instructions are not in order of start
         busy_on[:] = 0
-        ok, piece_ticks, p_last, moved, b_start, b_end = _by_start(*_order(r.piece_start), *args, busy_on)
+        ok, piece_ticks, p_last, moved, b_start, b_end = _by_start(*_order(r.class_start), *args, busy_on)
 
     (counts, releaser, sums, k_last), (a_start, a_end) = later.result() if later is not None else per_instruction()
     used = np.flatnonzero(counts)  # the bodies of the run, in order of body
@@ -546,8 +559,8 @@ def _next_run(runs, head, order, keys):
 
 
 @numba.njit(cache=True, nogil=True)
-def _by_start(runs, order, piece_ptr, piece_instr, body, dir_of_body, n_dir, body_ptr, body_engine, piece_start,
-              piece_end, start, body_lead, waited_for, busy_on):
+def _by_start(runs, order, piece_ptr, piece_instr, body, dir_of_body, n_dir, body_ptr, body_engine, body_mult,
+              piece_start, piece_end, start, body_lead, waited_for, busy_on):
     """Visit the pieces in order of (start, index), merging `runs` (see _order). Fills waited_for:
     the piece its DMA engine took before each (its predecessor) if the piece started after it was
     ready (its dma_copy's start + its lead, body_lead) and the predecessor ended after that, else -1 (what the
@@ -556,7 +569,9 @@ def _by_start(runs, order, piece_ptr, piece_instr, body, dir_of_body, n_dir, bod
     durations summed; the piece that ends last (the first of equals; -1 if none); for each
     direction d < n_dir the length of the union of the intervals of its pieces that moved data, and
     the union of all of them as disjoint intervals, in order. Adds each piece's duration to
-    busy_on[its DMA engine] (zeros on entry; the caller zeroes it again before a second visit)."""
+    busy_on[its DMA engine] (zeros on entry; the caller zeroes it again before a second visit).
+    A piece stands for the pieces of body_mult DMA engines from its own on, alike in time (the class
+    pieces, TimingResult): its duration counts for each of them."""
     m = piece_start.shape[0]
     ordered = order.shape[0] > 0
     n_runs = runs.shape[0] - 1
@@ -609,8 +624,10 @@ def _by_start(runs, order, piece_ptr, piece_instr, body, dir_of_body, n_dir, bod
             waited_for[h] = last_on[de] if s > ready and last_on[de] >= 0 and end_on[de] > ready else -1
             last_on[de] = h
             end_on[de] = e
-            ticks += e - s
-            busy_on[de] += e - s
+            mult = body_mult[base + h]
+            ticks += (e - s) * mult
+            for x in range(de, de + mult):
+                busy_on[x] += e - s
             if e > e_last or (e == e_last and h < p_last):
                 p_last, e_last = h, e
             if e > s:
@@ -713,12 +730,12 @@ def _critical_path(r: TimingResult, releaser: np.ndarray, waited_for: np.ndarray
         acc[_OTHER] = total
         return tuple(zip(PATH_KINDS, (int(x) for x in acc)))
     # what ends last: the instruction (the first of equals), or a piece if one ends later
-    if p_last >= 0 and r.piece_end[p_last] > r.end[k_last]:
+    if p_last >= 0 and r.class_end[p_last] > r.end[k_last]:
         k_last = -1
     else:
         p_last = -1
-    _walk(acc, total, k_last, p_last, r.avail, r.ready, r.start, r.end, r.first, releaser, r.piece_ptr,
-          r.piece_instr, r.piece_start, r.piece_end, waited_for, r.body, body_ptr, body_lead)
+    _walk(acc, total, k_last, p_last, r.avail, r.ready, r.start, r.end, r.first, releaser, r.class_ptr,
+          r.class_instr, r.class_start, r.class_end, waited_for, r.body, body_ptr, body_lead)
     return tuple(zip(PATH_KINDS, (int(x) for x in acc)))
 
 

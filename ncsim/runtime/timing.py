@@ -113,6 +113,12 @@ class TimingResult:
       plus writes), piece_src / piece_dst (Memory codes), piece_issue (its dma_copy started),
       piece_ready (issue + its lead: the latency less what its per-transfer work overlaps,
       `ncsim.memory.dma.lead_ns`), piece_start (its DMA engine took it), piece_end.
+    The class pieces: DMA engines in lockstep (`_lockstep`) move alike pieces at the same times, so
+    the scheduler times one piece per class of alike engines (every engine its own class when they
+    are not in lockstep): class_start and class_end, class_ptr per dma_copy as piece_ptr, and
+    class_body_pieces(column) (the first engine's row; "mult": how many engines' pieces it stands
+    for). piece_start and piece_end are those times written out per piece, made when first read; the
+    report and the race check read the class pieces (on a 10^6-instruction kernel, 16 times fewer).
     Semaphore edges e: edge_signal[e] is the instruction whose update made a wait of edge_wait[e]
     on semaphore edge_sem[e] hold (the last update that turned the condition true).
     HBM traffic: hbm_rate[i] bytes per tick from hbm_time[i] until hbm_time[i + 1] (a step function
@@ -139,8 +145,9 @@ class TimingResult:
     extra_ticks: np.ndarray
     extra_flags: np.ndarray
     piece_ptr: np.ndarray
-    piece_start: np.ndarray
-    piece_end: np.ndarray
+    class_ptr: np.ndarray
+    class_start: np.ndarray
+    class_end: np.ndarray
     edge_signal: np.ndarray
     edge_wait: np.ndarray
     edge_sem: np.ndarray
@@ -163,6 +170,10 @@ class TimingResult:
     fp_access: np.ndarray
     _body_piece_ptr: np.ndarray = field(repr=False)  # body -> its rows of the piece table (CSR)
     _piece_table: np.ndarray = field(repr=False)  # [row, _PIECE_COLUMNS]
+    _class_body_ptr: np.ndarray = field(repr=False)  # body -> its class rows (CSR into _class_rows)
+    _class_rows: np.ndarray = field(repr=False)  # class row -> the row of the piece table it stands for
+    _class_mult: np.ndarray = field(repr=False)  # class row -> how many DMA engines' pieces it stands for
+    _row_class: np.ndarray = field(repr=False)  # row of the piece table -> the class row that stands for it
     _program: Program = field(repr=False)
 
     # ------------------------------------------------------------------ sizes and units
@@ -172,7 +183,7 @@ class TimingResult:
 
     @property
     def pieces(self) -> int:
-        return len(self.piece_start)
+        return int(self.piece_ptr[-1])
 
     @property
     def total_ns(self) -> float:
@@ -214,6 +225,39 @@ class TimingResult:
     @property
     def busy(self) -> np.ndarray:
         return self.end - self.start
+
+    @cached_property
+    def piece_start(self) -> np.ndarray:
+        return self._per_piece(self.class_start)
+
+    @cached_property
+    def piece_end(self) -> np.ndarray:
+        return self._per_piece(self.class_end)
+
+    def _per_piece(self, values: np.ndarray) -> np.ndarray:
+        """A class piece column written out for every piece."""
+        if len(values) == self.pieces:  # every engine its own class: the class pieces are the pieces
+            return values
+        with small_pages():
+            out = np.empty(self.pieces, values.dtype)
+        _per_piece(self.piece_ptr, self.class_ptr, self.body, self._body_piece_ptr, self._class_body_ptr,
+                   self._row_class, values, out)
+        return out
+
+    @cached_property
+    def class_instr(self) -> np.ndarray:
+        """The dma_copy (k) of each class piece."""
+        with small_pages():
+            out = np.empty(len(self.class_start), np.int64)
+        _piece_instr(self.class_ptr, out)
+        return out
+
+    def class_body_pieces(self, column: str) -> tuple[np.ndarray, np.ndarray]:
+        """body_pieces for the class pieces: (body_ptr, values) of each body's class rows, a column of
+        the row each stands for (its class's first DMA engine's), or "mult" (how many engines')."""
+        if column == "mult":
+            return self._class_body_ptr, self._class_mult
+        return self._class_body_ptr, self._piece_table[self._class_rows, _PIECE_COLUMNS.index(column)]
 
     @cached_property
     def piece_instr(self) -> np.ndarray:
@@ -340,6 +384,17 @@ def _piece_instr(piece_ptr, out):
 
 
 @numba.njit(cache=True, _nrt=False)
+def _per_piece(piece_ptr, class_ptr, body, body_piece_ptr, class_body_ptr, row_class, values, out):
+    """out[h]: values[c], c the class piece that stands for piece h (TimingResult._per_piece)."""
+    for k in range(piece_ptr.shape[0] - 1):
+        row = body_piece_ptr[body[k]]
+        base = class_ptr[k] - class_body_ptr[body[k]]
+        for h in range(piece_ptr[k], piece_ptr[k + 1]):
+            out[h] = values[base + row_class[row]]
+            row += 1
+
+
+@numba.njit(cache=True, _nrt=False)
 def _piece_column(piece_ptr, body, body_piece_ptr, values, out):
     """out[h]: values[row] of piece h's row of the piece table (the pieces of a dma_copy are its
     body's rows, in order)."""
@@ -426,7 +481,6 @@ class _Flat:
     body_de_row: np.ndarray  # [body x DMA engines + DMA engine] the body's first row on that DMA engine, or -1
     body_q_ptr: np.ndarray  # per body (CSR into body_q): the DMA queue numbers its pieces use
     body_q: np.ndarray
-    row_offsets: np.ndarray  # [row] its place among its body's pieces (_lockstep keeps some rows of each body)
 
 
 # A DMA piece's row: its DMA engine and queue, bytes, HBM bytes, src and dst (Memory codes), and its lead:
@@ -479,10 +533,8 @@ def _flatten(prog: Program, config: Config) -> _Flat:
                 queues.append(rows[row][1])
         body_q += queues
         body_q_ptr[i + 1] = len(body_q)
-    row_offsets = np.arange(len(rows), dtype=np.int64) - np.repeat(body_piece_ptr[:-1], np.diff(body_piece_ptr))
     return _Flat(body, dependent, costs, body_opcode, table, sems, fp, piece_ptr, body_piece_ptr, piece_table,
-                 np.array(caps, np.float64), row_next, body_de_row, body_q_ptr, np.array(body_q, np.int64),
-                 row_offsets)
+                 np.array(caps, np.float64), row_next, body_de_row, body_q_ptr, np.array(body_q, np.int64))
 
 
 def _links(piece_table: np.ndarray, body_piece_ptr: np.ndarray, n_dma: int) -> tuple[np.ndarray, np.ndarray]:
@@ -525,7 +577,7 @@ _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 @numba.njit(cache=True, _nrt=False)
 def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop, sval,
               piece_ptr, body_piece_ptr, row_q, row_bytes, piece_cap, piece_hbm, row_next, body_de_row, body_q_ptr,
-              body_q, body_q_des, row_lead, hbm_cap, hist_ptr, mult, row_off,
+              body_q, body_q_des, row_lead, hbm_cap, hist_ptr, mult, class_ptr, row_pos,
               avail, ready, start, end, done, extra, flags, p_start, p_end, e_sig, e_wait, e_sem, h_time, h_rate,
               pc, head, head_ready, head_ports, checked, inflight, eng_end, last_end, last_dur, holder, sems, hist_fill, hist_after, hist_k, mono, completed,
               fifo, fifo_tail, cur, cur_row, cur_h, q_ready, empty, qbits, moving, queued, rr, wake,
@@ -567,11 +619,10 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
 
     Then, for the DMA engines: (a) `mult`: engines in lockstep (`_lockstep`: a run of engines whose
     pieces are alike in every transfer sees the same queues and moves the same pieces at the same
-    rates) are simulated as one per class: it writes the start and end of its `mult[de]` pieces
-    (consecutive), counts them all towards the dma_copy's completion, and step 5 repeats its share
-    `mult[de]` times with the same operations in the same order as the engines one by one (status
-    3 if they would get different rates: the caller then simulates them one by one); `row_off`
-    gives each row of the table it is given its place among its body's pieces; (b) step 5 skips the sort and the fair-share loop when all pieces have the
+    rates) are simulated as one per class: it counts its `mult[de]` pieces towards the dma_copy's
+    completion, and step 5 repeats its share `mult[de]` times with the same operations in the same
+    order as the engines one by one (status 3 if they would get different rates: the caller then
+    simulates them one by one); (b) step 5 skips the sort and the fair-share loop when all pieces have the
     same cap and HBM is not the limit by a 1% margin (each gets its cap, as the loop would give),
     and pieces with the same bytes left share one division. On the 10^6 program, whose 411 616
     transfers are all in lockstep, side by side with the loop before (a) and (b): time_program run
@@ -579,7 +630,15 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
     -> 0.21-0.25 s (two runs each), every TimingResult column the same. Where the
     time goes now (perf, by source line): applying semaphore updates 28%, checking waits and
     choosing what starts 27%, starting instructions (and issuing transfers) 10%, idle DMA engines
-    taking pieces 12%, pieces ending 7%, sharing HBM 4%, finding the next instant 9%."""
+    taking pieces 12%, pieces ending 7%, sharing HBM 4%, finding the next instant 9%.
+
+    Then (issue 10's fault session) it writes one start and one end per piece of the table it is
+    given, the *class pieces* (`TimingResult.class_start`): piece class_ptr[k] + row_pos[r] is row r
+    of dma_copy k's body, row_pos[r] its place among its body's rows of that table; the pieces of
+    the engines a class stands for, the same times, are written out only when asked
+    (`TimingResult.piece_start`). On the 10^6 program that is 411,616 starts and ends instead of
+    6,585,856: 105 MB less written, time_program in a fresh process 0.51-0.53 -> 0.42-0.48 s and
+    51,000 -> 29,000 page faults (side by side with the commit before, three runs each)."""
     n_eng = first.shape[0] - 1
     n_dma = a_k.shape[0]
     n_queues = q_ready.shape[0] // n_dma
@@ -606,8 +665,7 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                     bits &= bits - _ONE
                     if a_end[de] != t:
                         continue
-                    for i in range(a_h[de], a_h[de] + mult[de]):
-                        p_end[i] = t
+                    p_end[a_h[de]] = t
                     moving[w] &= ~(_ONE << np.uint64(de & 63))
                     dma_dirty = True
                     if a_hbm[de] > 0.0:
@@ -776,7 +834,7 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                             qi = de * n_queues + q
                             cur[qi] = x
                             cur_row[qi] = r
-                            cur_h[qi] = piece_ptr[k] + row_off[r]
+                            cur_h[qi] = class_ptr[k] + row_pos[r]
                             q_ready[qi] = t + row_lead[r]
                             qbits[de] |= _ONE << np.uint64(q)
                             queued[w] |= _ONE << np.uint64(de & 63)
@@ -858,7 +916,7 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                         if r >= 0:
                             cur_row[qi] = r  # the same dma_copy
                             q_ready[qi] = start[k] + row_lead[r]
-                            cur_h[qi] = h + row_off[r] - row_off[row]
+                            cur_h[qi] = h + row_pos[r] - row_pos[row]
                         else:
                             while True:
                                 x += 1
@@ -873,7 +931,7 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                             if r >= 0:
                                 cur[qi] = x
                                 cur_row[qi] = r
-                                cur_h[qi] = piece_ptr[kx] + row_off[r]
+                                cur_h[qi] = class_ptr[kx] + row_pos[r]
                                 q_ready[qi] = start[kx] + row_lead[r]
                             else:
                                 qbits[de] &= ~(_ONE << np.uint64(q))
@@ -884,8 +942,7 @@ def _simulate(first, body, dependent, bt, wptr, wsem, wop, wval, sptr, ssem, sop
                         a_h[de] = h
                         a_cap[de] = piece_cap[row]
                         moving[dw] |= _ONE << np.uint64(de & 63)
-                        for i in range(h, h + mult[de]):
-                            p_start[i] = t
+                        p_start[h] = t
                         a_rem[de] = row_bytes[row]
                         a_upd[de] = t
                         a_hbm[de] = piece_hbm[row]
@@ -1022,33 +1079,42 @@ def _schedule(prog: Program, flat: _Flat, config: Config, profile: dict[str, flo
     hist_ptr = np.concatenate(([0], np.cumsum(np.bincount(ssem, minlength=_SEMS)))).astype(np.int64)
     avail, ready, start, end, done, extra = (np.empty(n, np.int64) for _ in range(6))
     flags = np.empty(n, np.int8)
-    p_start, p_end = np.empty(m, np.int64), np.empty(m, np.int64)
     e_sig, e_wait, e_sem = (np.empty(int(wptr[-1]), np.int64) for _ in range(3))
     h_time, h_rate = np.empty(2 * m + 1, np.int64), np.empty(2 * m + 1, np.float64)
     counts = np.zeros(2, np.int64)
     t0 = time.perf_counter()
 
-    def run(f: _Flat, n_dma: int, mult: np.ndarray) -> tuple[_State, int, int, int]:
+    def run(f: _Flat, n_dma: int, mult: np.ndarray) -> tuple[_State, int, int, int, tuple]:
         table = f.piece_table
+        per_body = np.diff(f.body_piece_ptr)
+        class_ptr = np.zeros(n + 1, np.int64)  # the class pieces (one per row of this table) of each dma_copy
+        np.cumsum(per_body[f.body], out=class_ptr[1:])
+        row_pos = np.arange(len(table), dtype=np.int64) - np.repeat(f.body_piece_ptr[:-1], per_body)
+        p_start, p_end = np.empty(int(class_ptr[-1]), np.int64), np.empty(int(class_ptr[-1]), np.int64)
         state = _State.of(prog.first, f, hist_ptr, n_dma, n_queues)
         status, info, t = _simulate(
             prog.first, f.body, f.dependent, f.body_table, wptr, wsem, wop, wval, sptr, ssem, sop, sval,
             f.piece_ptr, f.body_piece_ptr, table[:, 1].copy(), table[:, 2].astype(np.float64),
             f.piece_cap, table[:, 3] / np.maximum(table[:, 2], 1), f.row_next, f.body_de_row,
             f.body_q_ptr, f.body_q, _des_of(f, n_dma), table[:, 6].copy(),
-            config.hbm_bandwidth / config.tick_hz, hist_ptr, mult, f.row_offsets,
+            config.hbm_bandwidth / config.tick_hz, hist_ptr, mult, class_ptr, row_pos,
             avail, ready, start, end, done, extra, flags, p_start, p_end, e_sig, e_wait, e_sem, h_time, h_rate,
             *state, counts)
-        return state, status, info, t
+        return state, status, info, t, (class_ptr, p_start, p_end)
 
     classes = _lockstep(flat, n_dma) if _LOCKSTEP else None
     status = 3
     if classes is not None:
-        one, mult = classes
-        state, status, info, t = run(one, len(mult), mult)
+        one, mult, kept, row_class = classes
+        state, status, info, t, times = run(one, len(mult), mult)
+        # per class piece row: the row of the full table it stands for (its class's first engine's)
+        # and how many engines' pieces it stands for; per row of the full table, its class row
+        rows = (one.body_piece_ptr, kept, mult[one.piece_table[:, 0]], row_class)
     simulated = len(classes[1]) if status != 3 else n_dma
     if status == 3:  # no engines alike, or alike ones would have parted: each DMA engine on its own
-        state, status, info, t = run(flat, n_dma, np.ones(n_dma, np.int64))
+        state, status, info, t, times = run(flat, n_dma, np.ones(n_dma, np.int64))
+        every = np.arange(len(flat.piece_table), dtype=np.int64)
+        rows = (flat.body_piece_ptr, every, np.ones(len(every), np.int64), every)
     if profile is not None:
         profile["simulate"] = time.perf_counter() - t0
         profile["dma_engines"] = float(simulated)
@@ -1069,19 +1135,20 @@ def _schedule(prog: Program, flat: _Flat, config: Config, profile: dict[str, flo
     return TimingResult(
         config=config, total_ticks=total, first=prog.first, body=flat.body, body_cost=flat.costs,
         body_opcode=flat.body_opcode, avail=avail, ready=ready, start=start, end=end, done=done, extra_ticks=extra,
-        extra_flags=flags, piece_ptr=flat.piece_ptr, piece_start=p_start, piece_end=p_end,
+        extra_flags=flags, piece_ptr=flat.piece_ptr, class_ptr=times[0], class_start=times[1], class_end=times[2],
         edge_signal=e_sig[:n_edges], edge_wait=e_wait[:n_edges], edge_sem=e_sem[:n_edges], hbm_time=h_time[:n_h],
         hbm_rate=h_rate[:n_h], wait_ptr=wptr, wait_sem=wsem, wait_op=wop, wait_value=wval, signal_ptr=sptr,
         signal_sem=ssem, signal_op=sop, signal_value=sval,
         fp_ptr=flat.fp[0], fp_memory=flat.fp[1], fp_partition=flat.fp[2], fp_partitions=flat.fp[3],
         fp_lo=flat.fp[4], fp_hi=flat.fp[5], fp_access=flat.fp[6], _body_piece_ptr=flat.body_piece_ptr,
+        _class_body_ptr=rows[0], _class_rows=rows[1], _class_mult=rows[2], _row_class=rows[3],
         _piece_table=flat.piece_table, _program=prog)
 
 
 _LOCKSTEP = True  # tests turn it off to compare with every DMA engine simulated on its own
 
 
-def _lockstep(flat: _Flat, n_dma: int) -> tuple[_Flat, np.ndarray] | None:
+def _lockstep(flat: _Flat, n_dma: int) -> tuple[_Flat, np.ndarray, np.ndarray, np.ndarray] | None:
     """DMA engines in lockstep: engines de and de + 1 are alike when, in every transfer, each piece
     on de is followed in the piece table by a piece on de + 1 with the same queue, bytes, HBM bytes,
     src, dst and efficiency (and each piece on de + 1 follows one on de so). Alike engines see the
@@ -1091,8 +1158,9 @@ def _lockstep(flat: _Flat, n_dma: int) -> tuple[_Flat, np.ndarray] | None:
     each of its `mult` pieces (consecutive rows) and counts them all in HBM's sharing, in the order
     and with the arithmetic of the engines one by one (classes are runs of consecutive engines, so
     the order by cap, then engine, is kept): the results are the same to the bit. Returns the piece
-    table of the first engine of each class (its rows numbered by class) and the class sizes; None
-    if every engine is its own class. `_simulate` gives up (status 3) if the engines of a class
+    table of the first engine of each class (its rows numbered by class), the class sizes, the rows
+    of the full table it kept, and for each row of the full table the kept row that stands for it
+    (the piece of its class's first engine in its transfer); None if every engine is its own class. `_simulate` gives up (status 3) if the engines of a class
     would come to move at different rates (at the edge of HBM's cap, where rounding can give the
     first engines their cap and the others the fair level), and they are then simulated one by one.
 
@@ -1127,8 +1195,11 @@ def _lockstep(flat: _Flat, n_dma: int) -> tuple[_Flat, np.ndarray] | None:
     body_piece_ptr = np.zeros(len(counts) + 1, np.int64)
     np.cumsum(np.bincount(row_body[kept], minlength=len(counts)), out=body_piece_ptr[1:])
     row_next, body_de_row = _links(one, body_piece_ptr, len(first))
-    return replace(flat, body_piece_ptr=body_piece_ptr, piece_table=one, piece_cap=cap[kept].copy(),
-                   row_next=row_next, body_de_row=body_de_row, row_offsets=flat.row_offsets[kept]), mult
+    # A class's pieces in a transfer are consecutive rows, one per engine from its first: row r stands
+    # for itself less its engine's place in its class.
+    row_class = np.searchsorted(kept, np.arange(rows) - (eng - first[cls[eng]]))
+    return (replace(flat, body_piece_ptr=body_piece_ptr, piece_table=one, piece_cap=cap[kept].copy(),
+                    row_next=row_next, body_de_row=body_de_row), mult, kept, row_class)
 
 
 def _bits(members: Iterable[int], n_dma: int) -> np.ndarray:

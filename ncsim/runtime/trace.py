@@ -183,8 +183,8 @@ def transfers(result: TimingResult) -> Transfers:
         return Transfers(z, z, z, z, z, z, z, z)
     return Transfers(
         instr=ks,
-        start=np.minimum.reduceat(result.piece_start, at),
-        end=np.maximum.reduceat(result.piece_end, at),
+        start=np.minimum.reduceat(result.class_start, result.class_ptr[ks]),  # (the pieces' times, fewer)
+        end=np.maximum.reduceat(result.class_end, result.class_ptr[ks]),
         queue=result.piece_queue[at].astype(np.int64),
         bytes=np.add.reduceat(result.piece_bytes.astype(np.int64), at),
         pieces=counts[ks],

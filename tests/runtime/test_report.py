@@ -429,8 +429,8 @@ def test_each_way_of_ordering_the_pieces_gives_the_same(data):
         prev = np.empty(r.pieces, np.int32)
         busy_on = np.zeros(CFG.dma_engines, np.int64)
         ok, ticks, last, moved, lo, hi = _by_start(runs, order, r.piece_ptr, r.piece_instr, r.body, dir_of_body,
-                                                   len(pairs), body_ptr, body_engine, r.piece_start, r.piece_end,
-                                                   r.start, body_lead, prev, busy_on)
+                                                   len(pairs), body_ptr, body_engine, np.ones_like(body_engine),
+                                                   r.piece_start, r.piece_end, r.start, body_lead, prev, busy_on)
         if not ok:  # a stream's pieces out of order of start: only the first way may say so
             assert i == 0
             continue
@@ -497,8 +497,9 @@ def test_pieces_in_runs_are_visited_in_order_of_start_and_index(copies, streams)
         prev = np.empty(m, np.int32)
         ok, ticks, last, moved, lo, hi = _by_start(runs_, order, piece_ptr, np.array(instr, np.int64),
                                                    np.arange(len(copies), dtype=np.int64),
-                                                   np.zeros(len(copies), np.int64), 1, body_ptr, body_engine, start,
-                                                   end, np.full(len(copies), -10, np.int64), np.zeros(m, np.int64), prev,
+                                                   np.zeros(len(copies), np.int64), 1, body_ptr, body_engine,
+                                                   np.ones_like(body_engine), start, end,
+                                                   np.full(len(copies), -10, np.int64), np.zeros(m, np.int64), prev,
                                                    busy_on := np.zeros(int(engine.max(initial=0)) + 1, np.int64))
         assert ok and prev.tolist() == simple and ticks == int((end - start).sum()) == int(busy_on.sum())
         assert last == (int(np.argmax(end)) if m else -1)

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from ncsim.config import Config
 from ncsim.runtime import timing
+from ncsim.runtime.races import find_races
+from ncsim.runtime.report import report
 from ncsim.runtime.timing import ENGINES, time_program
 from tests.engines.harness import Layout, make
 from tests.runtime.test_timing import check_schedule, dma_program, random_program, with_sync
@@ -31,10 +33,18 @@ def timed(streams, config: Config, lockstep: bool, monkeypatch) -> tuple[timing.
 
 
 def assert_same(a: timing.TimingResult, b: timing.TimingResult) -> None:
+    """The same columns (in lockstep the pieces' times are written out from the class pieces'), and the
+    same report and race check (in lockstep they read the class pieces, one per class of engines)."""
     assert a.total_ticks == b.total_ticks
     for name in COLUMNS:
         x, y = getattr(a, name), getattr(b, name)
         assert x.dtype == y.dtype and np.array_equal(x, y), name
+    ra, rb = report(a), report(b)
+    for f in dataclasses.fields(ra):
+        x, y = getattr(ra, f.name), getattr(rb, f.name)
+        assert np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y, f.name
+    assert ra.format() == rb.format()
+    assert find_races(a).format() == find_races(b).format()
 
 
 @st.composite
