@@ -48,7 +48,10 @@ does to an object), its seconds summed and its memory the largest of its phases'
 
 Above the sizes, the machine's pace: seconds for a fixed 10^7-iteration Python loop (best of 3), to
 compare between runs before their figures (this machine has run the same code 2.5-3.5x apart on
-different days).
+different days); and its memory pace: seconds to touch 256 MiB of fresh 4 KiB pages, one write per
+page (65,536 page faults, best of 3). The phases from load on are bound by memory more than by the
+interpreter: on 2026-11-28 a fresh page cost about 2.7 us on this virtual machine, and one pass of
+the timing-only path took about 112,000 of them (a third of its time) at a Python pace of 0.38 s.
 
 Columns: host s = wall seconds of the phase (time.perf_counter, one run, on a machine that may be
 busy); instr/s = instructions / host s; peak MiB = peak memory growth of the phase (below); B/instr
@@ -544,6 +547,22 @@ def machine_pace() -> float:
     return best
 
 
+def memory_pace() -> float:
+    """Seconds to write one byte into each page of 256 MiB of fresh anonymous memory (4 KiB pages:
+    no huge-page advice), best of 3: what the kernel charges for the pages a phase takes new."""
+    import mmap
+
+    best = float("inf")
+    size = 256 * 2**20
+    for _ in range(3):
+        start = time.perf_counter()
+        with mmap.mmap(-1, size) as m:
+            for at in range(0, size, mmap.PAGESIZE):
+                m[at] = 1
+            best = min(best, time.perf_counter() - start)
+    return best
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1e4,1e5,1e6",
@@ -570,7 +589,9 @@ def main() -> None:
     print(f"bench_pipeline: sizes {', '.join(size_name(s) for s in sizes)}, each in a fresh subprocess;"
           f" python {sys.version.split()[0]}, {os.cpu_count()} cpus", flush=True)
     print(f"machine pace: {machine_pace():.2f} s for a 10^7-iteration Python loop, best of 3 (no ncsim code:"
-          " compare it between runs before comparing their figures)\n", flush=True)
+          " compare it between runs before comparing their figures)", flush=True)
+    print(f"memory pace: {memory_pace():.3f} s to touch 256 MiB of fresh 4 KiB pages, best of 3 (the kernel's"
+          " cost of the pages a phase takes new)\n", flush=True)
     results = []
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench_pipeline_") as tmp:
