@@ -55,7 +55,8 @@ the timing-only path took about 112,000 of them (a third of its time) at a Pytho
 
 Columns: host s = wall seconds of the phase (time.perf_counter, one run, on a machine that may be
 busy); instr/s = instructions / host s; peak MiB = peak memory growth of the phase (below); B/instr
-= that peak / instructions; target = the issue's target for that row, printed as a reference beside
+= that peak / instructions; faults = the page faults of the process during the phase (getrusage's
+ru_minflt: pages it took new, each costing what the memory pace above measures); target = the issue's target for that row, printed as a reference beside
 the measurement with "met" or "NOT met" (nothing is asserted; the timing-only target is judged at
 10^6 only). Targets: assembler >= 500,000 instructions/s on unrolled loops and <= 200 bytes per
 instruction at its peak (judged where it assembles into the decoded program: an object's own words
@@ -297,6 +298,7 @@ def run_pipeline(text: str, tmp: Path, skip: set[str], values_max: int,
             return None
         if memory is not None:
             memory.start()
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         t0 = time.perf_counter()
         try:
             out = fn()
@@ -308,7 +310,9 @@ def run_pipeline(text: str, tmp: Path, skip: set[str], values_max: int,
                           "traceback": traceback.format_exc()}
             return None
         seconds = time.perf_counter() - t0
-        rows[name] = {"status": "ok", "seconds": seconds, "peak": memory.peak() if memory is not None else None}
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+        rows[name] = {"status": "ok", "seconds": seconds, "peak": memory.peak() if memory is not None else None,
+                      "faults": faults}
         state[name] = out
         return out
 
@@ -425,7 +429,8 @@ def derived_row(m: dict[str, Any]) -> dict[str, Any]:
         return {"status": "skipped", "why": "needs " + ", ".join(p for p, r in zip(TIMING_ONLY, parts)
                                                                if r.get("status") != "ok")}
     peaks = [r["peak"] for r in parts if r["peak"] is not None]
-    return {"status": "ok", "seconds": sum(r["seconds"] for r in parts), "peak": max(peaks) if peaks else None}
+    return {"status": "ok", "seconds": sum(r["seconds"] for r in parts), "peak": max(peaks) if peaks else None,
+            "faults": sum(r.get("faults", 0) for r in parts)}
 
 
 def print_size(m: dict[str, Any]) -> None:
@@ -440,7 +445,7 @@ def print_size(m: dict[str, Any]) -> None:
           + (f"; FAILED in warm-up: {m['warmup_failed']}" if m["warmup_failed"] else ""))
     print(f"   memory: {m['memory_method']}; RSS before the first phase {_mib(m['rss_before'])} MiB;"
           f" numpy's huge-page advice {'on (--huge-pages)' if m.get('huge_pages') else 'off, as in the ncsim command'}")
-    print(f"   {'phase':<18}{'host s':>9}{'instr/s':>14}{'peak MiB':>10}{'B/instr':>9}"
+    print(f"   {'phase':<18}{'host s':>9}{'instr/s':>14}{'peak MiB':>10}{'B/instr':>9}{'faults':>9}"
           "   target (issue), reference only")
     rows = dict(m["rows"])
     for name in (*PHASES, "timing-only path"):
@@ -452,7 +457,8 @@ def print_size(m: dict[str, Any]) -> None:
         rate = n / r["seconds"] if r["seconds"] > 0 else float("inf")
         per = r["peak"] / n if r["peak"] is not None and n else None
         per_text = "" if per is None else f"{per:.0f}"
-        print(f"   {label:<18}{r['seconds']:>9.3f}{rate:>14,.0f}{_mib(r['peak']):>10}{per_text:>9}"
+        faults = f"{r['faults'] / 1000:.1f}k" if "faults" in r else ""
+        print(f"   {label:<18}{r['seconds']:>9.3f}{rate:>14,.0f}{_mib(r['peak']):>10}{per_text:>9}{faults:>9}"
               f"   {_verdict(name, rate, per, n)}".rstrip())
     print(f"   {'':<18}(timing-only path = {' + '.join(TIMING_ONLY)}; its peak: the largest of theirs)")
     if "program_bytes" in notes:
