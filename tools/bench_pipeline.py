@@ -4,6 +4,7 @@
     .venv/bin/python tools/bench_pipeline.py --sizes 1e4,1e5      # chosen sizes
     .venv/bin/python tools/bench_pipeline.py --size 1e5           # one size, in this process
     .venv/bin/python tools/bench_pipeline.py --skip trace --skip values
+    .venv/bin/python tools/bench_pipeline.py --sizes 1e6 --keep-freed  # memory kept, as the ncsim command
 
 What it generates. One `.s` program per size, as text (written to a temporary directory), in the
 default `.sync auto` mode, so the assembler finds the dependencies and inserts the semaphores. After
@@ -78,7 +79,14 @@ child's RSS before its first phase is printed too.
 Huge pages: as the `ncsim` command does (ncsim.runtime.heap.keep_freed_memory), numpy gives no
 huge-page advice for its large arrays in the measuring process (where the kernel compacts memory to
 find huge pages, first touching an array can cost more than filling it); --huge-pages keeps numpy's
-default, to compare. glibc's malloc is left as it is (the memory measurement trims it per phase).
+default, to compare. glibc's malloc is left as it is (the memory measurement trims it per phase),
+as a program that imports ncsim has it.
+
+--keep-freed measures as the `ncsim` command runs: glibc keeps what each phase frees for the next
+(keep_freed_memory: no mmap for large blocks, no trimming; the bench does not trim either), so a
+phase reuses pages an earlier one took instead of taking them new (on the 10^6 program the assembler
+takes 47,000 fresh pages instead of 129,000). A phase's peak growth then leaves out the memory it
+reused, so the process's own peak RSS is printed too: what the whole pipeline held at its worst.
 
 Warm-up: before measuring, each process runs every phase once on a one-block program (832
 instructions), so numba's compilation (or the load of its cache) and first imports are not counted;
@@ -220,15 +228,17 @@ _LIBC = _libc()
 
 
 class PeakMemory:
-    """Peak RSS growth of a stretch of code (see the module docstring)."""
+    """Peak RSS growth of a stretch of code (see the module docstring); with `keep`, no trim first."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: bool = False) -> None:
+        self.keep = keep
+        self.top = 0  # the largest VmHWM seen: the process's peak RSS over the phases measured
         try:
             self._reset()
             _status_kib("VmHWM")
             self.exact = True
-            self.method = ("peak RSS growth (gc, malloc_trim, VmHWM reset by /proc/self/clear_refs;"
-                           " VmHWM after minus VmRSS before)")
+            self.method = (f"peak RSS growth (gc, {'no malloc_trim: freed memory kept' if keep else 'malloc_trim'},"
+                           " VmHWM reset by /proc/self/clear_refs; VmHWM after minus VmRSS before)")
         except OSError:
             self.exact = False
             self.method = "growth of getrusage ru_maxrss (a phase below an earlier peak shows as 0)"
@@ -251,7 +261,8 @@ class PeakMemory:
 
     def start(self) -> None:
         gc.collect()
-        self._trim()
+        if not self.keep:
+            self._trim()
         if self.exact:
             self._reset()
             self.base = _status_kib("VmRSS") * 1024
@@ -260,6 +271,7 @@ class PeakMemory:
 
     def peak(self) -> int:
         now = _status_kib("VmHWM") * 1024 if self.exact else _maxrss_bytes()
+        self.top = max(self.top, now)
         return max(0, now - self.base)
 
 
@@ -376,9 +388,20 @@ def run_pipeline(text: str, tmp: Path, skip: set[str], values_max: int,
     return state.get("count", 0), rows, notes
 
 
-def measure_size(target: int, skip: set[str], values_max: int, huge_pages: bool = False) -> dict[str, Any]:
+def measure_size(target: int, skip: set[str], values_max: int, huge_pages: bool = False,
+                 keep_freed: bool = False) -> dict[str, Any]:
     blocks = blocks_for(target)
-    if not huge_pages:
+    if keep_freed:
+        from ncsim.runtime.heap import huge_pages_off, keep_freed_memory
+
+        keep_freed_memory()  # (turns numpy's advice off too, unless --huge-pages turns it on again below)
+        if huge_pages:
+            from ncsim.runtime.heap import _huge_pages_switch
+
+            switch = _huge_pages_switch()
+            if switch is not None:
+                switch(True)
+    elif not huge_pages:
         from ncsim.runtime.heap import huge_pages_off
 
         huge_pages = not huge_pages_off()  # True where this numpy has no switch: its advice stays
@@ -391,14 +414,14 @@ def measure_size(target: int, skip: set[str], values_max: int, huge_pages: bool 
         t0 = time.perf_counter()
         text = program_text(blocks)
         generated = time.perf_counter() - t0
-        memory = PeakMemory()
+        memory = PeakMemory(keep_freed)
         gc.collect()
         rss_before = memory.rss()
         count, rows, notes = run_pipeline(text, tmp, skip, values_max, memory)
     return {"target": target, "blocks": blocks, "count": count, "rows": rows, "notes": notes,
             "warmup_seconds": warm, "warmup_failed": failed, "generated_seconds": generated,
             "text_bytes": len(text), "rss_before": rss_before, "memory_method": memory.method,
-            "huge_pages": huge_pages}
+            "huge_pages": huge_pages, "keep_freed": keep_freed, "rss_top": memory.top}
 
 
 # --------------------------------------------------------------------------- printing
@@ -444,7 +467,8 @@ def print_size(m: dict[str, Any]) -> None:
           f" imports) {m['warmup_seconds']:.2f} s, not counted"
           + (f"; FAILED in warm-up: {m['warmup_failed']}" if m["warmup_failed"] else ""))
     print(f"   memory: {m['memory_method']}; RSS before the first phase {_mib(m['rss_before'])} MiB;"
-          f" numpy's huge-page advice {'on (--huge-pages)' if m.get('huge_pages') else 'off, as in the ncsim command'}")
+          f" numpy's huge-page advice {'on (--huge-pages)' if m.get('huge_pages') else 'off, as in the ncsim command'};"
+          f" glibc {'keeps freed memory, as in the ncsim command (--keep-freed)' if m.get('keep_freed') else 'as a program that imports ncsim has it'}")
     print(f"   {'phase':<18}{'host s':>9}{'instr/s':>14}{'peak MiB':>10}{'B/instr':>9}{'faults':>9}"
           "   target (issue), reference only")
     rows = dict(m["rows"])
@@ -461,6 +485,9 @@ def print_size(m: dict[str, Any]) -> None:
         print(f"   {label:<18}{r['seconds']:>9.3f}{rate:>14,.0f}{_mib(r['peak']):>10}{per_text:>9}{faults:>9}"
               f"   {_verdict(name, rate, per, n)}".rstrip())
     print(f"   {'':<18}(timing-only path = {' + '.join(TIMING_ONLY)}; its peak: the largest of theirs)")
+    if m.get("keep_freed") and m.get("rss_top"):
+        print(f"   the process's peak RSS over the phases: {_mib(m['rss_top'])} MiB, {_mib(m['rss_top'] - m['rss_before'])}"
+              f" MiB ({(m['rss_top'] - m['rss_before']) / n:.0f} bytes per instruction) over its RSS before the first")
     if "program_bytes" in notes:
         print(f"   decoded program: {notes['program_bytes'] / 2**20:,.1f} MiB of arrays"
               f" ({notes['program_bytes'] / n:.0f} bytes per instruction: Program.nbytes(), every array it"
@@ -580,12 +607,14 @@ def main() -> None:
                         help="run the values phase only up to this many instructions (default 20000)")
     parser.add_argument("--huge-pages", action="store_true",
                         help="keep numpy's huge-page advice (the ncsim command turns it off; see the docstring)")
+    parser.add_argument("--keep-freed", action="store_true",
+                        help="glibc keeps freed memory for the next phase, as the ncsim command does (see the docstring)")
     parser.add_argument("--json", help=argparse.SUPPRESS)  # the child writes its measurements here
     args = parser.parse_args()
     skip = {p for group in args.skip for p in group}
 
     if args.size is not None:
-        m = measure_size(args.size, skip, args.values_max, args.huge_pages)
+        m = measure_size(args.size, skip, args.values_max, args.huge_pages, args.keep_freed)
         print_size(m)
         if args.json:
             Path(args.json).write_text(json.dumps(m))
@@ -609,6 +638,8 @@ def main() -> None:
                 cmd += ["--skip", p]
             if args.huge_pages:
                 cmd.append("--huge-pages")
+            if args.keep_freed:
+                cmd.append("--keep-freed")
             proc = subprocess.run(cmd, check=False)
             if proc.returncode != 0 or not out.exists():
                 print(f"== size {size_name(n)}: the subprocess failed (exit status {proc.returncode})\n", flush=True)
