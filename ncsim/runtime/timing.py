@@ -1079,7 +1079,10 @@ def _schedule(prog: Program, flat: _Flat, config: Config, profile: dict[str, flo
     hist_ptr = np.concatenate(([0], np.cumsum(np.bincount(ssem, minlength=_SEMS)))).astype(np.int64)
     avail, ready, start, end, done, extra = (np.empty(n, np.int64) for _ in range(6))
     flags = np.empty(n, np.int8)
-    e_sig, e_wait, e_sem = (np.empty(int(wptr[-1]), np.int64) for _ in range(3))
+    # The edges: instructions as int32 below 2**31 of them, semaphores as the program has them (int16),
+    # as the semaphore history keeps them: at 10^6 instructions, 14 MB fewer to write than int64.
+    index = np.int32 if n < 2**31 else np.int64
+    e_sig, e_wait, e_sem = np.empty(int(wptr[-1]), index), np.empty(int(wptr[-1]), index), np.empty_like(wsem)
     h_time, h_rate = np.empty(2 * m + 1, np.int64), np.empty(2 * m + 1, np.float64)
     counts = np.zeros(2, np.int64)
     t0 = time.perf_counter()
