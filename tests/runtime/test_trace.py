@@ -26,6 +26,7 @@ from ncsim.runtime import timing, trace
 from ncsim.runtime.timeline import write_timeline
 from ncsim.runtime.timing import time_program
 from tests.engines.harness import Layout, const, make
+from tests.runtime.test_timing import dma_program
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = sorted(ROOT.glob("programs/*.s"))
@@ -446,3 +447,26 @@ def test_written_to_a_device(tmp_path):
     """A trace written to /dev/null (no zeros filled ahead, no cut: neither applies to a device)."""
     result, obj = timed(GIOU)
     assert trace.write_trace(result, "/dev/null", obj) == len(trace.trace_text(result, obj))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.data(), st.booleans())
+def test_transfers_are_their_pieces_gathered(data, lockstep):
+    """transfers() reads each transfer's bodies' rows and class pieces: the same as gathering its pieces
+    one by one, with the DMA engines in lockstep or each on its own."""
+    streams = data.draw(dma_program())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(timing, "_LOCKSTEP", lockstep)
+        r = time_program(streams, CFG)
+    tr = trace.transfers(r)
+    ks = np.flatnonzero(np.diff(r.piece_ptr) > 0)
+    assert tr.instr.tolist() == ks.tolist()
+    if len(ks) == 0:
+        return
+    at = r.piece_ptr[ks]
+    assert tr.start.tolist() == np.minimum.reduceat(r.piece_start, at).tolist()
+    assert tr.end.tolist() == np.maximum.reduceat(r.piece_end, at).tolist() == r.done[ks].tolist()
+    assert tr.bytes.tolist() == np.add.reduceat(r.piece_bytes.astype(np.int64), at).tolist()
+    assert tr.pieces.tolist() == np.diff(r.piece_ptr)[ks].tolist()
+    for got, column in ((tr.queue, r.piece_queue), (tr.src, r.piece_src), (tr.dst, r.piece_dst)):
+        assert got.tolist() == column[at].tolist()
