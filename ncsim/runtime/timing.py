@@ -170,10 +170,10 @@ class TimingResult:
     fp_access: np.ndarray
     _body_piece_ptr: np.ndarray = field(repr=False)  # body -> its rows of the piece table (CSR)
     _piece_table: np.ndarray = field(repr=False)  # [row, _PIECE_COLUMNS]
-    _class_body_ptr: np.ndarray = field(repr=False)  # body -> its class rows (CSR into _class_rows)
-    _class_rows: np.ndarray = field(repr=False)  # class row -> the row of the piece table it stands for
-    _class_mult: np.ndarray = field(repr=False)  # class row -> how many DMA engines' pieces it stands for
-    _row_class: np.ndarray = field(repr=False)  # row of the piece table -> the class row that stands for it
+    _class_body_ptr: np.ndarray = field(repr=False)  # body -> its class rows (CSR)
+    # row of the piece table -> the class row that stands for it: a class's rows in a transfer are
+    # consecutive, its first engine's first, so this never decreases
+    _row_class: np.ndarray = field(repr=False)
     _program: Program = field(repr=False)
 
     # ------------------------------------------------------------------ sizes and units
@@ -255,9 +255,10 @@ class TimingResult:
     def class_body_pieces(self, column: str) -> tuple[np.ndarray, np.ndarray]:
         """body_pieces for the class pieces: (body_ptr, values) of each body's class rows, a column of
         the row each stands for (its class's first DMA engine's), or "mult" (how many engines')."""
-        if column == "mult":
-            return self._class_body_ptr, self._class_mult
-        return self._class_body_ptr, self._piece_table[self._class_rows, _PIECE_COLUMNS.index(column)]
+        if column == "mult":  # the rows each stands for
+            return self._class_body_ptr, np.bincount(self._row_class, minlength=int(self._class_body_ptr[-1]))
+        first = np.flatnonzero(np.diff(self._row_class, prepend=-1))  # the first row each stands for
+        return self._class_body_ptr, self._piece_table[first, _PIECE_COLUMNS.index(column)]
 
     @cached_property
     def piece_instr(self) -> np.ndarray:
@@ -1099,7 +1100,7 @@ def _schedule(prog: Program, flat: _Flat, config: Config, profile: dict[str, flo
             prog.first, f.body, f.dependent, f.body_table, wptr, wsem, wop, wval, sptr, ssem, sop, sval,
             f.piece_ptr, f.body_piece_ptr, table[:, 1].copy(), table[:, 2].astype(np.float64),
             f.piece_cap, table[:, 3] / np.maximum(table[:, 2], 1), f.row_next, f.body_de_row,
-            f.body_q_ptr, f.body_q, _des_of(f, n_dma), table[:, 6].copy(),
+            f.body_q_ptr, f.body_q, _des_of(f, n_dma), table[:, _PIECE_COLUMNS.index("lead")].copy(),
             config.hbm_bandwidth / config.tick_hz, hist_ptr, mult, class_ptr, row_pos,
             avail, ready, start, end, done, extra, flags, p_start, p_end, e_sig, e_wait, e_sem, h_time, h_rate,
             *state, counts)
@@ -1108,16 +1109,13 @@ def _schedule(prog: Program, flat: _Flat, config: Config, profile: dict[str, flo
     classes = _lockstep(flat, n_dma) if _LOCKSTEP else None
     status = 3
     if classes is not None:
-        one, mult, kept, row_class = classes
+        one, mult, row_class = classes
         state, status, info, t, times = run(one, len(mult), mult)
-        # per class piece row: the row of the full table it stands for (its class's first engine's)
-        # and how many engines' pieces it stands for; per row of the full table, its class row
-        rows = (one.body_piece_ptr, kept, mult[one.piece_table[:, 0]], row_class)
+        rows = (one.body_piece_ptr, row_class)
     simulated = len(classes[1]) if status != 3 else n_dma
     if status == 3:  # no engines alike, or alike ones would have parted: each DMA engine on its own
         state, status, info, t, times = run(flat, n_dma, np.ones(n_dma, np.int64))
-        every = np.arange(len(flat.piece_table), dtype=np.int64)
-        rows = (flat.body_piece_ptr, every, np.ones(len(every), np.int64), every)
+        rows = (flat.body_piece_ptr, np.arange(len(flat.piece_table), dtype=np.int64))
     if profile is not None:
         profile["simulate"] = time.perf_counter() - t0
         profile["dma_engines"] = float(simulated)
@@ -1144,26 +1142,26 @@ def _schedule(prog: Program, flat: _Flat, config: Config, profile: dict[str, flo
         signal_sem=ssem, signal_op=sop, signal_value=sval,
         fp_ptr=flat.fp[0], fp_memory=flat.fp[1], fp_partition=flat.fp[2], fp_partitions=flat.fp[3],
         fp_lo=flat.fp[4], fp_hi=flat.fp[5], fp_access=flat.fp[6], _body_piece_ptr=flat.body_piece_ptr,
-        _class_body_ptr=rows[0], _class_rows=rows[1], _class_mult=rows[2], _row_class=rows[3],
+        _class_body_ptr=rows[0], _row_class=rows[1],
         _piece_table=flat.piece_table, _program=prog)
 
 
 _LOCKSTEP = True  # tests turn it off to compare with every DMA engine simulated on its own
 
 
-def _lockstep(flat: _Flat, n_dma: int) -> tuple[_Flat, np.ndarray, np.ndarray, np.ndarray] | None:
+def _lockstep(flat: _Flat, n_dma: int) -> tuple[_Flat, np.ndarray, np.ndarray] | None:
     """DMA engines in lockstep: engines de and de + 1 are alike when, in every transfer, each piece
     on de is followed in the piece table by a piece on de + 1 with the same queue, bytes, HBM bytes,
     src, dst and efficiency (and each piece on de + 1 follows one on de so). Alike engines see the
     same queues and move the same pieces: they are in the same state at every instant, their pieces
     start together and end together. A run of alike engines (a class) is then simulated as one
-    engine, its first (`_simulate`'s `mult`: the class's size), which writes the start and end of
-    each of its `mult` pieces (consecutive rows) and counts them all in HBM's sharing, in the order
+    engine, its first (`_simulate`'s `mult`: the class's size), whose piece's start and end stand for
+    all `mult` (TimingResult's class pieces), and which counts them all in HBM's sharing, in the order
     and with the arithmetic of the engines one by one (classes are runs of consecutive engines, so
     the order by cap, then engine, is kept): the results are the same to the bit. Returns the piece
-    table of the first engine of each class (its rows numbered by class), the class sizes, the rows
-    of the full table it kept, and for each row of the full table the kept row that stands for it
-    (the piece of its class's first engine in its transfer); None if every engine is its own class. `_simulate` gives up (status 3) if the engines of a class
+    table of the first engine of each class (its rows numbered by class), the class sizes, and for
+    each row of the full table the kept row that stands for it (the piece of its class's first engine
+    in its transfer); None if every engine is its own class. `_simulate` gives up (status 3) if the engines of a class
     would come to move at different rates (at the edge of HBM's cap, where rounding can give the
     first engines their cap and the others the fair level), and they are then simulated one by one.
 
@@ -1202,7 +1200,7 @@ def _lockstep(flat: _Flat, n_dma: int) -> tuple[_Flat, np.ndarray, np.ndarray, n
     # for itself less its engine's place in its class.
     row_class = np.searchsorted(kept, np.arange(rows) - (eng - first[cls[eng]]))
     return (replace(flat, body_piece_ptr=body_piece_ptr, piece_table=one, piece_cap=cap[kept].copy(),
-                    row_next=row_next, body_de_row=body_de_row), mult, kept, row_class)
+                    row_next=row_next, body_de_row=body_de_row), mult, row_class)
 
 
 def _bits(members: Iterable[int], n_dma: int) -> np.ndarray:
