@@ -291,8 +291,8 @@ class Synced:
 
     @staticmethod
     def none(n: int) -> Synced:
-        e = np.zeros(0, np.int64)
-        return Synced(e, e, {}, np.zeros(n, np.int64), lambda: Hazards(e, e, e, e, [""]))
+        e = np.zeros(0, np.int32)  # the sweep's types: the encoding's kernel (`_automatic`) takes one
+        return Synced(e, e, {}, np.zeros(n, np.int32), lambda: Hazards(e, e, e, e, [""]))
 
     @cached_property
     def what(self) -> Hazards:
@@ -483,6 +483,55 @@ def _place(words, enc, start, waits, signs, size, head, own_waits, own_signals):
         words[base] = header
 
 
+_ALL = np.zeros(0, np.bool_)  # `_automatic`'s `normal` when no instruction is built one by one
+
+
+@numba.njit(cache=True, _nrt=False)
+def _automatic(words, gs, starts, normal, consumer, producer, engine, head, fixed, ck, aw, signs, stream, sem_by_stream,
+               rank):
+    """The automatic waits and signals of instructions gs (one stream's, in program order), which `_place`
+    put at `starts` with room for them: the j-th wait of each consumer, in the order its edges were
+    found (consumer ascends, producer beside it), after the instruction's own waits, and its signal after
+    its own signals. normal[k] is False for an instruction built one by one (its words are written
+    apart); an empty `normal` means there is none. Every instruction of gs's engine between gs[0] and
+    gs[-1] is in gs."""
+    n = gs.shape[0]
+    if n == 0:
+        return
+    first, last, own = gs[0], gs[n - 1], engine[gs[0]]
+    lo, hi = 0, consumer.shape[0]  # the first edge whose consumer is gs[0] or later
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if consumer[mid] < first:
+            lo = mid + 1
+        else:
+            hi = mid
+    k = 0
+    previous = -1
+    nth = 0
+    for j in range(lo, consumer.shape[0]):
+        c = consumer[j]
+        if c > last:
+            break
+        if c != previous:
+            previous = c
+            nth = 0
+        else:
+            nth += 1
+        if engine[c] != own:  # another stream's instruction between two of gs
+            continue
+        while gs[k] < c:
+            k += 1
+        if normal.shape[0] and not normal[k]:
+            continue
+        p = producer[j]
+        words[starts[k] + head[ck[c]] + nth] = sem_by_stream[stream[p]] | (np.uint64(rank[p]) << np.uint64(32))
+    for k in range(n):
+        g = gs[k]
+        if signs[g] == 1 and (normal.shape[0] == 0 or normal[k]):
+            words[starts[k] + fixed[ck[g]] + aw[g]] = sem_by_stream[stream[g]] | (np.uint64(1) << np.uint64(32))
+
+
 class _Layout:
     """What encoding needs per instruction besides the chunks, worked out once for the whole program:
     aw[g] its automatic waits (int32), signs[g] 1 when it signals its stream's semaphore (int8), per
@@ -596,26 +645,8 @@ class _Layout:
                 enc = encode_lanes(part, len(lanes_idx)).view(np.uint64)
                 _place(words, enc, starts[part_idx], self.aw[g], self.signs[g], sizes[part_idx], hw, w, s)
                 del enc
-        # automatic waits of the consumers among gs (ascending: one stream's, in program order)
-        a, b = np.searchsorted(self.consumer, np.array([gs[0], gs[-1] + 1], self.consumer.dtype))
-        if b > a:
-            cs, ps = self.consumer[a:b], self.producer[a:b]
-            # the j-th wait of its consumer: its place in its consumer's run (cs ascends)
-            row = np.arange(b - a)
-            nth = row - np.maximum.accumulate(np.where(np.diff(cs, prepend=cs[0] - 1) != 0, row, 0))
-            keep = self.engine[cs] == self.engine[gs[0]]
-            if normal is not None:
-                keep &= ~self._special(cs)
-            cs, ps, nth = cs[keep], ps[keep], nth[keep]
-            at = starts[np.searchsorted(gs, cs)]
-            words[at + self.head[self.ck[cs]] + nth] = \
-                self.sem_by_stream[self.stream[ps]] | (self.synced.rank[ps].astype(np.uint64) << np.uint64(32))
-        sig = np.flatnonzero(self.signs[gs] == 1)
-        if normal is not None:
-            sig = sig[normal[sig]]
-        g = gs[sig]
-        words[starts[sig] + self.fixed[self.ck[g]] + self.aw[g]] = \
-            self.sem_by_stream[self.stream[g]] | (np.uint64(1) << np.uint64(32))
+        _automatic(words, gs, starts, _ALL if normal is None else normal, self.consumer, self.producer, self.engine,
+                   self.head, self.fixed, self.ck, self.aw, self.signs, self.stream, self.sem_by_stream, self.synced.rank)
         if self.blobs:
             for i in np.flatnonzero(~normal).tolist():
                 raw = np.frombuffer(b"".join(self.blobs[int(gs[i])]), "<u8")

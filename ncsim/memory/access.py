@@ -31,6 +31,7 @@ class Memory(enum.IntEnum):
 
 
 ON_CHIP = (Memory.SBUF, Memory.PSUM)
+_INTS = (int, np.integer)
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class AccessPattern:
     free_elements: int = field(init=False, repr=False, compare=False)
     num_elements: int = field(init=False, repr=False, compare=False)
     _span: tuple[int, int] | None = field(init=False, repr=False, compare=False)
-    _hash: int = field(init=False, repr=False, compare=False)
+    _hash: int | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -63,14 +64,27 @@ class AccessPattern:
         put(self, "shape", ((self.partitions,) if on_chip else ()) + free_shape)
         put(self, "free_elements", free)
         put(self, "num_elements", free * (self.partitions if on_chip else 1))
-        span = self._make_span()
-        # kept when it is plain integers; a span with a value per loop iteration (the assembler's lanes,
-        # `ncsim.asm.lanes`) is made again when asked rather than held by every pattern of a loop
-        put(self, "_span", span if isinstance(span[0], (int, np.integer)) and isinstance(span[1], (int, np.integer)) else None)
-        put(self, "_hash", hash((self.memory, self.dtype, self.partition, self.partitions, self.offset, self.dims)))
+        # The span and the hash, made now when every field is a plain integer. A pattern with a value per
+        # loop iteration in some field (the assembler's lanes, `ncsim.asm.lanes`) makes its span again
+        # when asked rather than holding it, and its hash when first asked: the assembler makes such
+        # patterns by the thousand (a loop body's, then each block's lanes of it to encode) and asks
+        # neither (their arithmetic over every lane was most of the pattern's cost).
+        plain = isinstance(self.offset, _INTS) and isinstance(self.partition, _INTS) and \
+            isinstance(self.partitions, _INTS)
+        for step, count in self.dims if plain else ():
+            if not (isinstance(step, _INTS) and isinstance(count, _INTS)):
+                plain = False
+                break
+        put(self, "_span", self._make_span() if plain else None)
+        put(self, "_hash", hash((self.memory, self.dtype, self.partition, self.partitions, self.offset, self.dims))
+            if plain else None)
 
     def __hash__(self) -> int:
-        return self._hash
+        h = self._hash
+        if h is None:
+            h = hash((self.memory, self.dtype, self.partition, self.partitions, self.offset, self.dims))
+            object.__setattr__(self, "_hash", h)
+        return h
 
     def element_offsets(self) -> np.ndarray:
         """Element offsets (from `offset`) visited in one partition, in iteration order, as an array
