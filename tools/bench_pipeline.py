@@ -392,15 +392,11 @@ def measure_size(target: int, skip: set[str], values_max: int, huge_pages: bool 
                  keep_freed: bool = False) -> dict[str, Any]:
     blocks = blocks_for(target)
     if keep_freed:
-        from ncsim.runtime.heap import huge_pages_off, keep_freed_memory
+        from ncsim.runtime.heap import keep_freed_memory, set_huge_pages
 
         keep_freed_memory()  # (turns numpy's advice off too, unless --huge-pages turns it on again below)
         if huge_pages:
-            from ncsim.runtime.heap import _huge_pages_switch
-
-            switch = _huge_pages_switch()
-            if switch is not None:
-                switch(True)
+            set_huge_pages(True)
     elif not huge_pages:
         from ncsim.runtime.heap import huge_pages_off
 

@@ -39,10 +39,16 @@ def _huge_pages_switch() -> Any:
 def huge_pages_off() -> bool:
     """numpy gives no huge-page advice from now on, in this process; False if this numpy has no switch
     (its advice then stays)."""
+    return set_huge_pages(False)
+
+
+def set_huge_pages(on: bool) -> bool:
+    """numpy gives its huge-page advice for large arrays from now on, in this process, if `on`, else
+    none; False if this numpy has no switch (its advice then stays as it is)."""
     switch = _huge_pages_switch()
     if switch is None:
         return False
-    switch(False)
+    switch(on)
     return True
 
 
