@@ -518,11 +518,11 @@ def _automatic(words, gs, starts, normal, consumer, producer, engine, head, fixe
             nth = 0
         else:
             nth += 1
-        if engine[c] != own:  # another stream's instruction between two of gs
+        if engine[c] != own:  # another engine's instruction between two of gs
             continue
-        while gs[k] < c:
+        while k < n - 1 and gs[k] < c:
             k += 1
-        if normal.shape[0] and not normal[k]:
+        if gs[k] != c or (normal.shape[0] and not normal[k]):  # (the first cannot be: see above)
             continue
         p = producer[j]
         words[starts[k] + head[ck[c]] + nth] = sem_by_stream[stream[p]] | (np.uint64(rank[p]) << np.uint64(32))

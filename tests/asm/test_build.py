@@ -94,7 +94,8 @@ def test_line_tables_are_columns_that_read_as_line_entries():
 def test_a_loop_pattern_keeps_no_span_of_its_own():
     """A pattern whose offset has a value per loop iteration does not keep its byte span (two more
     arrays per pattern of a loop, held as long as the assembler holds its chunks); byte_span makes it
-    when asked, and a pattern of plain integers keeps its span as before."""
+    when asked, and a pattern of plain integers keeps its span as before. Its hash is made when first
+    asked (the assembler never asks it of a loop's patterns)."""
     import numpy as np
 
     from ncsim import dtypes
@@ -107,6 +108,11 @@ def test_a_loop_pattern_keeps_no_span_of_its_own():
     assert lo.v.tolist() == [0, 64, 128] and hi.v.tolist() == [64, 128, 192]
     plain = AccessPattern(Memory.SBUF, dtypes.FLOAT32, 0, 128, 8, ((1, 16),))
     assert plain._span == plain.byte_span() == (8, 72)
+    # nor its hash until asked, which is then the same as the same pattern's made again
+    assert ap._hash is None
+    again = AccessPattern(Memory.SBUF, dtypes.FLOAT32, 0, 128, Lanes(np.array([0, 64, 128])), ((1, 16),))
+    assert hash(ap) == hash(again) and ap._hash == hash(ap)
+    assert plain._hash == hash(AccessPattern(Memory.SBUF, dtypes.FLOAT32, 0, 128, 8, ((1, 16),)))
 
 
 def test_the_assembled_object_views_the_encoded_words():
