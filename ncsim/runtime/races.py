@@ -479,22 +479,21 @@ def _streams(first, body, dma_body, queue_of_body, n_queues, fp_ptr, start, dma_
 
 
 @numba.njit(cache=True, nogil=True)
-def _transfer_keys(first, dma_i, start, piece_ptr, piece_start, col_of_stream, acc_ptr, acc_k, d_active, acc_key):
+def _transfer_keys(first, dma_i, start, class_ptr, class_start, col_of_stream, acc_ptr, acc_k, d_active, acc_key):
     """When each transfer's accesses begin, d_active[i] for the i-th dma_copy (its earliest piece's
     start; its start if it has no pieces), and the time keys of the DMA streams' columns (made
     monotone along each), which _streams leaves to this kernel. It reads the class pieces
-    (TimingResult: piece_ptr and piece_start are class_ptr and class_start, whose pieces start when
-    those they stand for do; 411,616 at 10^6 instructions, of 6.6 million pieces), in the second
-    thread beside the clocks."""
+    (TimingResult.class_ptr and class_start: they start when the pieces they stand for do; 411,616 at
+    10^6 instructions, of 6.6 million pieces), in the second thread beside the clocks."""
     n_eng = first.shape[0] - 1
     for k in range(first[n_eng]):
         i = dma_i[k]
         if i >= 0:
             a = start[k]
-            if piece_ptr[k + 1] > piece_ptr[k]:
-                a = piece_start[piece_ptr[k]]
-                for p in range(piece_ptr[k] + 1, piece_ptr[k + 1]):
-                    a = min(a, piece_start[p])
+            if class_ptr[k + 1] > class_ptr[k]:
+                a = class_start[class_ptr[k]]
+                for p in range(class_ptr[k] + 1, class_ptr[k + 1]):
+                    a = min(a, class_start[p])
             d_active[i] = a
     for st in range(n_eng, col_of_stream.shape[0]):
         c = col_of_stream[st]
