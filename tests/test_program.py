@@ -313,3 +313,25 @@ def test_a_program_written_a_block_at_a_time_is_its_objects_file(path, tmp_path,
     assert (tmp_path / "p.o").read_bytes() == want
     assert elf.write_elf_file(obj, tmp_path / "o.o") == len(want)
     assert (tmp_path / "o.o").read_bytes() == want
+
+
+def test_a_program_loaded_from_a_file_keeps_nothing_of_the_file(tmp_path):
+    """A run of an object decodes it from the file mapped into memory (elf.mapped_object) and keeps
+    no view of it: cut short in place afterwards (where a kept view would kill the process with
+    SIGBUS), the program still gives the same values, times and object."""
+    import ncsim
+    from ncsim.asm.elf import write_elf_file
+
+    source = Path(__file__).resolve().parent.parent / "programs" / "giou.s"
+    path = tmp_path / "giou.o"
+    write_elf_file(assemble_file(source), path)
+    first = ncsim.run(path, sidecar=False)
+    want = path.read_bytes()
+    with open(path, "r+b") as f:  # in place, as a careless writer would
+        f.truncate(0)
+        f.write(b"not an object any more")
+    again = ncsim.run(first.program, first.inputs, sidecar=False)
+    for name, value in first.outputs.items():
+        assert np.array_equal(again.outputs[name], value, equal_nan=True)
+    assert np.array_equal(again.timing.end, first.timing.end)
+    assert write_elf(first.program.to_object()) == want

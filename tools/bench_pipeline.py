@@ -23,7 +23,7 @@ lands nearest each size (12, 123, 1225 blocks: 9,808, 100,384 and 999,616 instru
 count is printed. Tiles: 38 KiB of SBUF per partition (of 192 KiB, 176 usable), 4 KiB of PSUM
 (of 16 KiB).
 
---skip takes asm, write, load, values, timing, races, report or trace (a phase whose input was skipped
+--skip takes asm, write, load, verify, values, timing, races, report or trace (a phase whose input was skipped
 is skipped too; with load skipped the later phases take the assembled object). --values-max
 (default 20,000) is the largest program the values phase runs.
 
@@ -33,9 +33,14 @@ Phases, one row each, per size:
               made and read a block at a time (the program is dropped after it is measured)
   assemble    text -> ObjectFile (`Assembler(config).assemble`): the same, the words made whole for
               the object
-  write ELF   ObjectFile -> ELF bytes (`write_elf`)
-  load        ELF bytes -> ObjectFile (`read_elf`) -> the decoded program (`Program.from_object`), which
-              every later phase reads
+  write ELF   ObjectFile -> an ELF file in the temporary directory (`write_elf_file`, what `ncsim asm`
+              does)
+  load        the ELF file -> the decoded program, which every later phase reads, as `ncsim run k.o`
+              loads it (`ncsim.runtime.run.load_program`: the file mapped into memory by
+              `elf.mapped_object`, its ObjectFile read and decoded by `Program.from_object`; the
+              file was just written, so its pages are in the system's file cache, as after `ncsim asm`)
+  verify      the decoded program held to the configuration's hardware rules (`verify_program`), as
+              a run of an object does before it times anything
   values      the functional simulation, `ncsim.run(obj, values=True, timing=False, check=False)`:
               seeded random inputs, every instruction's values, the outputs read back; only up to
               --values-max instructions (by default 10^4 only; larger sizes print "skipped")
@@ -44,8 +49,10 @@ Phases, one row each, per size:
               assembler bug)
   report      `report(timing_result).format()`
   trace       `write_trace(timing_result, path)` to a file in the temporary directory (deleted)
-and a derived row, "timing-only path" = load + timing + races + report (what `ncsim run --timing-only`
-does to an object), its seconds summed and its memory the largest of its phases'.
+and a derived row, "timing-only path" = load + verify + timing + races + report (what `ncsim run
+--timing-only` does to an object file), its seconds summed and its memory the largest of its phases'.
+(Until issue 10's mapping session the load phase read the ELF's bytes from memory, not from the file,
+and the path left verify out: what `ncsim run k.o` does besides was not measured.)
 
 Above the sizes, the machine's pace: seconds for a fixed 10^7-iteration Python loop (best of 3), to
 compare between runs before their figures (this machine has run the same code 2.5-3.5x apart on
@@ -127,9 +134,10 @@ MB, NB, KS = 4, 4, 16  # the matmul's M / 128, N / 512 and K / 128
 PROLOGUE = KS
 BLOCK = 8 * J + MB * NB * (2 * KS + 3)
 
-PHASES = ("asm to program", "assemble", "write ELF", "load", "values", "timing", "races", "report", "trace")
+PHASES = ("asm to program", "assemble", "write ELF", "load", "verify", "values", "timing", "races", "report",
+          "trace")
 SKIPPABLE = {p.split()[0].lower(): p for p in PHASES if p != "assemble"}  # --skip names: asm, write, load, ...
-TIMING_ONLY = ("load", "timing", "races", "report")
+TIMING_ONLY = ("load", "verify", "timing", "races", "report")
 TARGETS = {  # row: (min instructions/s, max bytes per instruction, text)
     "asm to program": (500_000, 200, ">= 500,000/s, <= 200 B/instr"),
     "assemble": (500_000, None, ">= 500,000/s"),
@@ -286,13 +294,15 @@ def run_pipeline(text: str, tmp: Path, skip: set[str], values_max: int,
     """Run every phase on `text`; (instruction count, {phase: measurement}, notes)."""
     import ncsim
     from ncsim.asm.assembler import Assembler
-    from ncsim.asm.elf import read_elf, write_elf
+    from ncsim.asm.elf import write_elf_file
     from ncsim.config import DEFAULT
     from ncsim.program import Program
     from ncsim.runtime.races import find_races
     from ncsim.runtime.report import report
+    from ncsim.runtime.run import load_program
     from ncsim.runtime.timing import time_program
     from ncsim.runtime.trace import write_trace
+    from ncsim.runtime.verify import verify_program
 
     rows: dict[str, dict[str, Any]] = {}
     notes: dict[str, Any] = {}
@@ -357,15 +367,17 @@ def run_pipeline(text: str, tmp: Path, skip: set[str], values_max: int,
     phase("asm to program", to_program)
     state.pop("asm to program", None)
     phase("assemble", assemble)
-    phase("write ELF", lambda: write_elf(state["assemble"]), ("assemble",))
-    phase("load", lambda: Program.from_object(read_elf(state["write ELF"], str(tmp / "bench_pipeline.o")), str(path)),
-          ("write ELF",))
+    obj_path = tmp / "bench_pipeline.o"
+    phase("write ELF", lambda: write_elf_file(state["assemble"], obj_path), ("assemble",))
+    phase("load", lambda: load_program(str(obj_path), DEFAULT)[0], ("write ELF",))
     if "load" not in state and "assemble" in state:  # later phases take the assembled object when the ELF is skipped
         state["load"] = Program.from_object(state["assemble"], str(path))
         notes["object"] = "the assembled object (load did not run)"
     if "load" in state:
         notes["program_bytes"] = state["load"].nbytes()
     state.pop("write ELF", None)
+    obj_path.unlink(missing_ok=True)
+    phase("verify", lambda: verify_program(state["load"], DEFAULT), ("load",))
     phase("values", values, ("load",))
     state.pop("values", None)
     phase("timing", lambda: time_program(state["load"], DEFAULT, str(path)), ("load",))

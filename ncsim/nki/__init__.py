@@ -317,9 +317,9 @@ def profile(kernel: Any = None, **options: Any) -> Any:
 def _save(r: NkiRun, obj_path: str | None, trace_path: str | None, png_path: str | None) -> None:
     try:
         if obj_path:
-            from ncsim.asm.elf import write_elf
+            from ncsim.asm.elf import write_elf_file
 
-            Path(obj_path).write_bytes(write_elf(r.obj))
+            write_elf_file(r.obj, obj_path)  # (an existing file is replaced, not rewritten: see its docstring)
         if trace_path:
             from ncsim.runtime.trace import write_trace
 

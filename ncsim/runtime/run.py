@@ -103,9 +103,12 @@ def load_program(program: str | Path | ObjectFile | Program, config: Config,
             # (RunResult.obj makes the same bytes when asked).
             prog = Assembler(config, params).assemble_program(read_source(path), path)
             return prog, path, False
-    from ncsim.asm.elf import load_object
+    from ncsim.asm.elf import mapped_object
 
-    return Program.from_object(load_object(path), path), path, True
+    with mapped_object(path) as obj:  # decoded straight from the mapped file, which is not kept
+        prog = Program.from_object(obj, path)
+        del obj
+    return prog, path, True
 
 
 def run(program: str | Path | ObjectFile | Program, inputs: Mapping[str, Any] | None = None, *,

@@ -54,46 +54,36 @@ def candidates(prog: Program, config: Config) -> np.ndarray:
     n = prog.count
     if n == 0:
         return np.zeros(0, np.int64)
-    picks = [np.asarray(prog.body_first, np.int64)]
-
-    # Operands in memory: per (body, operand), the furthest end and the latest start in a PSUM bank.
+    bodies = len(prog.body_first)
     slots = int(np.diff(prog.fp_ptr).max())
-    if slots:
-        furthest, latest = _furthest(prog.body, prog.fp_ptr, prog.fp_memory, prog.fp_lo, prog.fp_hi,
-                                     len(prog.body_first), slots, config.psum_bank_bytes, int(Memory.PSUM))
-        picks += [furthest[furthest >= 0], latest[latest >= 0]]
-
-    # Constants: per (body, operand), each distinct value once.
-    ap_instr = np.repeat(np.arange(n, dtype=np.int64), np.diff(prog.ap_ptr))
-    if len(ap_instr):
-        slot = np.arange(len(ap_instr), dtype=np.int64) - prog.ap_ptr[ap_instr]
-        width = int(slot.max()) + 1
-        constant = np.zeros((len(prog.body_first), width), np.bool_)
-        for b, k in enumerate(prog.body_first.tolist()):
-            constant[b, prog.constant_slots(k)] = True
-        rows = np.flatnonzero(constant[prog.body[ap_instr], slot])
-        if len(rows):
-            keys = np.stack([prog.body[ap_instr[rows]], slot[rows], prog.ap_value[rows]])
-            _, first = np.unique(keys, axis=1, return_index=True)
-            picks.append(ap_instr[rows[first]])
-
+    width = int(np.diff(prog.ap_ptr).max())
+    constant = np.zeros((bodies, max(width, 1)), np.bool_)  # [body, ap slot]: the slot holds a constant
+    for b, k in enumerate(prog.body_first.tolist()):
+        constant[b, prog.constant_slots(k)] = True
+    picks = _picks(prog.body, prog.fp_ptr, prog.fp_memory, prog.fp_lo, prog.fp_hi, bodies, max(slots, 1),
+                   config.psum_bank_bytes, int(Memory.PSUM), prog.ap_ptr, prog.ap_value, constant)
+    parts = [np.asarray(prog.body_first, np.int64), picks]
     # Semaphores the configuration does not have: the first instruction naming one.
     for ptr, sem in ((prog.wait_ptr, prog.wait_sem), (prog.signal_ptr, prog.signal_sem)):
         bad = np.flatnonzero(sem >= config.semaphores)
         if len(bad):
-            picks.append(np.searchsorted(ptr, bad[:1], side="right").astype(np.int64) - 1)
-    return np.unique(np.concatenate(picks))
+            parts.append(np.searchsorted(ptr, bad[:1], side="right").astype(np.int64) - 1)
+    return np.unique(np.concatenate(parts))
 
 
 @numba.njit(cache=True)
-def _furthest(body, fp_ptr, fp_memory, fp_lo, fp_hi, bodies, slots, bank, psum):
-    """Per (body, footprint slot): the first instruction whose footprint ends furthest, and the first
-    whose PSUM footprint starts latest in its bank (-1: none)."""
+def _picks(body, fp_ptr, fp_memory, fp_lo, fp_hi, bodies, slots, bank, psum, ap_ptr, ap_value, constant):
+    """One pass over the instructions: per (body, footprint slot), the first instruction whose
+    footprint ends furthest and the first whose PSUM footprint starts latest in its bank; per (body,
+    constant slot), the first instruction with each distinct value (found in a hash table of the
+    constants seen, sized by a first count of them). Unsorted, with repeats."""
+    n = body.shape[0]
     end = np.full((bodies, slots), -1, np.int64)
     furthest = np.full((bodies, slots), -1, np.int64)
     start = np.full((bodies, slots), -1, np.int64)
     latest = np.full((bodies, slots), -1, np.int64)
-    for k in range(body.shape[0]):
+    m = 0
+    for k in range(n):
         b = body[k]
         for r in range(fp_ptr[k], fp_ptr[k + 1]):
             j = r - fp_ptr[k]
@@ -103,4 +93,44 @@ def _furthest(body, fp_ptr, fp_memory, fp_lo, fp_hi, bodies, slots, bank, psum):
             if fp_memory[r] == psum and fp_lo[r] % bank > start[b, j]:
                 start[b, j] = fp_lo[r] % bank
                 latest[b, j] = k
-    return furthest.ravel(), latest.ravel()
+        for r in range(ap_ptr[k], ap_ptr[k + 1]):
+            if constant[b, r - ap_ptr[k]]:
+                m += 1
+    size = 8
+    while size < 2 * m:
+        size *= 2
+    seen_k = np.full(size, -1, np.int64)  # the instruction and ap_value row of each distinct constant
+    seen_r = np.empty(size, np.int64)
+    out = np.empty(2 * bodies * slots + m, np.int64)
+    p = 0
+    for b in range(bodies):
+        for j in range(slots):
+            if furthest[b, j] >= 0:
+                out[p] = furthest[b, j]
+                p += 1
+            if latest[b, j] >= 0:
+                out[p] = latest[b, j]
+                p += 1
+    if m == 0:
+        return out[:p]
+    for k in range(n):
+        b = body[k]
+        for r in range(ap_ptr[k], ap_ptr[k + 1]):
+            j = r - ap_ptr[k]
+            if not constant[b, j]:
+                continue
+            v = ap_value[r]
+            h = (np.uint64(v) * np.uint64(0x9E3779B97F4A7C15)) ^ (np.uint64(b) << np.uint64(8)) ^ np.uint64(j)
+            h ^= h >> np.uint64(29)
+            x = np.int64(h & np.uint64(size - 1))
+            while seen_k[x] >= 0:
+                c = seen_k[x]
+                if body[c] == b and seen_r[x] - ap_ptr[c] == j and ap_value[seen_r[x]] == v:
+                    break
+                x = (x + 1) & (size - 1)
+            if seen_k[x] < 0:
+                seen_k[x] = k
+                seen_r[x] = r
+                out[p] = k
+                p += 1
+    return out[:p]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import shutil
 import struct
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -23,8 +25,10 @@ from ncsim.asm.elf import (
     SEMS_SECTION,
     TENSORS_SECTION,
     load_object,
+    mapped_object,
     read_elf,
     write_elf,
+    write_elf_file,
 )
 from ncsim.asm.objfile import ENGINES, TENSOR_KINDS, LineEntry, ObjectFile, TensorEntry
 from ncsim.dtypes import BFLOAT16, DTYPES, FLOAT32, INT32
@@ -163,6 +167,68 @@ def test_load_object(tmp_path: Path) -> None:
     with pytest.raises(ObjectFileError) as info:
         load_object(missing)
     assert info.value.format().startswith(f"{missing}: error: cannot read the object file")
+
+
+def mapped_or_error(path: Path) -> ObjectFile | str:
+    """What mapped_object gives for the file at `path`: the object, or the error's text."""
+    try:
+        with mapped_object(path) as obj:
+            return dataclasses.replace(obj, streams={e: bytes(v) for e, v in obj.streams.items()})
+    except ObjectFileError as err:
+        return err.format()
+
+
+def loaded_or_error(path: Path) -> ObjectFile | str:
+    try:
+        return load_object(path)
+    except ObjectFileError as err:
+        return err.format()
+
+
+def test_a_mapped_object_is_the_object_read(tmp_path: Path) -> None:
+    path = tmp_path / "k.o"
+    for data in (SAMPLE, write_elf(ObjectFile("k")), write_elf(named_sample()), b"", b"\x7fEL", SAMPLE[:100]):
+        path.write_bytes(data)
+        assert mapped_or_error(path) == loaded_or_error(path)
+    assert mapped_or_error(tmp_path / "missing.o") == loaded_or_error(tmp_path / "missing.o")
+    path.write_bytes(b"")  # (a file that cannot be mapped is read)
+    assert "empty file" in str(mapped_or_error(path))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(SAMPLE) - 1), st.integers(0, 255)), min_size=1, max_size=6))
+def test_a_mapped_mutant_reads_as_the_bytes_do(mutations: list[tuple[int, int]]) -> None:
+    data = bytearray(SAMPLE)
+    for at, value in mutations:
+        data[at] = value
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "mutant.o"
+        path.write_bytes(bytes(data))
+        assert mapped_or_error(path) == loaded_or_error(path)
+
+
+def test_an_object_file_is_replaced_not_rewritten(tmp_path: Path) -> None:
+    """write_elf_file puts a new file in place of an existing one (a run that has the old one mapped
+    keeps reading its bytes), with the old one's permissions; a failed write leaves the old file."""
+    path = tmp_path / "k.o"
+    write_elf_file(ObjectFile("k"), path)
+    path.chmod(0o640)
+    before = path.stat().st_ino
+    with path.open("rb") as old:
+        write_elf_file(sample(), path)
+        assert old.read() == write_elf(ObjectFile("k"))  # the old file, still open, is untouched
+    assert path.read_bytes() == SAMPLE and path.stat().st_ino != before
+    assert path.stat().st_mode & 0o777 == 0o640
+    bad = sample()
+    bad.files.append("a\0b")
+    with pytest.raises(ValueError, match="NUL"):
+        write_elf_file(bad, path)
+    assert path.read_bytes() == SAMPLE
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k.o"]  # no temporary file left
+    link = tmp_path / "link.o"
+    link.symlink_to(path)
+    write_elf_file(ObjectFile("k"), link)  # through the link, which stays one
+    assert link.is_symlink() and path.read_bytes() == write_elf(ObjectFile("k"))
 
 
 def test_pyelftools_sees_the_symbols() -> None:
