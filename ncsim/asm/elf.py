@@ -81,13 +81,13 @@ inside the file, but it does not check how long an instruction is (the decoder d
 
 from __future__ import annotations
 
+import contextlib
 import io
 import mmap
 import os
 import re
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
-import contextlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -268,21 +268,21 @@ def write_elf_file(obj: ObjectFile, path: str | Path) -> int:
     name = os.fspath(path)
     if os.path.isfile(name) and not os.path.islink(name):
         temp = os.path.join(os.path.dirname(name) or ".", f".{os.path.basename(name)}.{os.getpid()}.tmp")
+        created = False
         try:
-            out = open(temp, "xb")
-        except OSError:
-            pass
-        else:
-            try:
-                with out:
-                    size = write_elf_to(obj, out)
-                os.chmod(temp, os.stat(name).st_mode & 0o7777)
-                os.replace(temp, name)
-            except BaseException:
+            with open(temp, "xb") as out:
+                created = True
+                size = write_elf_to(obj, out)
+            os.chmod(temp, os.stat(name).st_mode & 0o7777)
+            os.replace(temp, name)
+            return size
+        except BaseException as exc:
+            if created:
                 with contextlib.suppress(OSError):
                     os.unlink(temp)
+            if created or not isinstance(exc, OSError):
                 raise
-            return size
+        # (the directory takes no new file: the file is written in place)
     with open(name, "wb") as out:
         return write_elf_to(obj, out)
 
@@ -897,8 +897,8 @@ def mapped_object(path: str | os.PathLike[str]) -> Iterator[ObjectFile]:
     """The ncsim object file at `path`, for the `with` block, its instruction streams and line table
     read-only views into the file mapped into memory (mmap) rather than read: the pages of the
     system's file cache serve as they are, where reading copies them into fresh pages of the process.
-    Loading a 10^6-instruction object (201 MB) read 0.15-0.19 s, of it 49,100 page faults; mapped and
-    read through once, 0.03 s and 440 (/tmp timings on the 2-core machine, docs/performance.md).
+    tools/bench_pipeline.py's 10^6-instruction object (201 MB), read: 0.15-0.19 s and 49,100 page
+    faults; mapped and read through once: 0.03 s and 440 (the 2-core machine, 2026-11-28).
 
     For decoding and dropping (`ncsim.runtime.run.load_program`: Program.from_object keeps neither the
     ObjectFile nor views of it), not for keeping: the mapping is closed when the block ends if nothing
@@ -908,17 +908,13 @@ def mapped_object(path: str | os.PathLike[str]) -> Iterator[ObjectFile]:
     a pipe, a device) is read as `load_object` reads it."""
     name = os.fspath(path)
     try:
-        f = open(name, "rb")
+        with open(name, "rb") as f:
+            try:
+                data: bytes | mmap.mmap = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            except (OSError, ValueError):  # empty, or not a file that can be mapped
+                data = f.read()
     except OSError as exc:
         raise ObjectFileError(f"cannot read the object file: {exc.strerror or exc}", file=name) from exc
-    with f:
-        try:
-            data: bytes | mmap.mmap = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError):  # empty, or not a file that can be mapped
-            try:
-                data = f.read()
-            except OSError as exc:
-                raise ObjectFileError(f"cannot read the object file: {exc.strerror or exc}", file=name) from exc
     try:
         yield _Reader(data, name).read()
     finally:
