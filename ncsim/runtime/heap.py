@@ -13,7 +13,8 @@ numpy asks the kernel for transparent huge pages for every array of 4 MiB or mor
 (/sys/kernel/mm/transparent_hugepage/defrag = madvise, this machine's setting and a common default),
 first touching such an array can cost more than filling it, and more so the longer the process has
 run (its memory is fragmented). `keep_freed_memory` therefore also turns that advice off for the
-process, and `small_pages` does it for one block (the timing model's, always).
+process, and `small_pages` does it for one block (the timing model's, and the functional machine's
+SBUF and PSUM, always).
 
 Only the `ncsim` command (`run`, `nki`, `sweep`) and a sweep's workers call `keep_freed_memory`,
 never the library on its own: a program that imports ncsim keeps glibc's and numpy's defaults.
