@@ -7,7 +7,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ncsim
 from ncsim import dtypes, isa
@@ -158,6 +161,61 @@ def test_a_constant_of_one_instruction_of_a_body_is_checked():
     assert len(prog.body_first) == 1
     with pytest.raises(SimError):
         verify_program(prog, DEFAULT)
+
+
+def reference_candidates(prog: Program, config) -> list[int]:
+    """verify.candidates' rule, instruction by instruction in Python: each body's first instruction; per
+    (body, footprint slot) the first instruction whose footprint ends furthest and the first whose PSUM
+    footprint starts latest in its bank; per (body, constant slot) the first instruction with each
+    distinct value; the first naming a semaphore the configuration lacks (waits, then signals)."""
+    picks = set(prog.body_first.tolist())
+    end, start, furthest, latest, seen = {}, {}, {}, {}, {}
+    bank = config.psum_bank_bytes
+    for k in range(prog.count):
+        b = int(prog.body[k])
+        for j, r in enumerate(range(int(prog.fp_ptr[k]), int(prog.fp_ptr[k + 1]))):
+            if prog.fp_hi[r] > end.get((b, j), -1):
+                end[b, j], furthest[b, j] = int(prog.fp_hi[r]), k
+            if prog.fp_memory[r] == Memory.PSUM and prog.fp_lo[r] % bank > start.get((b, j), -1):
+                start[b, j], latest[b, j] = int(prog.fp_lo[r] % bank), k
+        for j in prog.constant_slots(k):
+            seen.setdefault((b, j, int(prog.ap_value[prog.ap_ptr[k] + j])), k)
+    picks |= set(furthest.values()) | set(latest.values()) | set(seen.values())
+    for ptr, sem in ((prog.wait_ptr, prog.wait_sem), (prog.signal_ptr, prog.signal_sem)):
+        bad = [x for x in range(len(sem)) if sem[x] >= config.semaphores]
+        if bad:
+            picks.add(int(np.searchsorted(ptr, bad[0], side="right")) - 1)
+    return sorted(picks)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["add", "multiply", "maximum"]), st.sampled_from([0.5, 1.0, 2.0, 3.0]),
+                          st.integers(0, 6)), min_size=1, max_size=30))
+def test_the_candidates_are_the_rules_picks(instrs):
+    """candidates (one compiled pass, a hash table for the constants) picks what the rule, followed
+    instruction by instruction in Python, picks: tensor_scalars of a few bodies whose constants repeat
+    and whose tiles lie at different offsets."""
+    from ncsim.runtime.verify import candidates
+
+    spec = isa.BY_MNEMONIC["tensor_scalar"]
+
+    def make(op: str, value: float, at: int) -> Instruction:
+        tile = AccessPattern(Memory.SBUF, dtypes.FLOAT32, 0, 128, 256 * at, ((1, 64),))
+        ops = {o.name: o.default for o in spec.operands}
+        ops.update(dst=tile, data=tile, op0=op, operand0=Immediate(value, dtypes.FLOAT32))
+        return Instruction(spec, "vector", ops)
+
+    prog = Program.from_instructions({"vector": [make(*i) for i in instrs]})
+    for config in (DEFAULT, load_config(sets=["semaphores=3"])):
+        assert candidates(prog, config).tolist() == reference_candidates(prog, config)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "programs").glob("*.s"))[:6], ids=lambda p: p.stem)
+def test_the_candidates_of_the_programs_are_the_rules_picks(path):
+    from ncsim.runtime.verify import candidates
+
+    prog = Program.from_object(assemble(path.read_text(), str(path)), str(path))
+    assert candidates(prog, DEFAULT).tolist() == reference_candidates(prog, DEFAULT)
 
 
 def test_a_semaphore_the_configuration_lacks_is_found(tmp_path):
