@@ -359,3 +359,18 @@ def test_the_command_holds_the_collector_off_while_it_imports_then_freezes_and_r
     assert out.returncode == 0, out.stderr
     lines = [line for line in out.stdout.splitlines() if line.split(" ")[0] in ("importing", "running", "after", "cli")]
     assert lines == ["importing False", "running True True", "after True", "cli True 0"], out.stdout
+
+
+def test_bench_startup_times_an_objects_timing_only_run(tmp_path):
+    """tools/bench_startup.py --object-size: the object it assembles with `ncsim asm` runs timing-only,
+    and each command has its own row (a --tree's rows too)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_startup", Path(__file__).parent.parent / "tools" / "bench_startup.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    obj = bench.make_object(tmp_path, 2000)
+    cmds = bench.commands(tmp_path, [Path(__file__).parent.parent], obj)
+    assert len(cmds) == 7 and f"ncsim run {obj.name} --timing-only" in cmds
+    wall, cpu = bench.once(*cmds[f"ncsim run {obj.name} --timing-only"], tmp_path)
+    assert wall > 0 and cpu > 0

@@ -3,6 +3,7 @@
     .venv/bin/python tools/bench_startup.py            # best of 7
     .venv/bin/python tools/bench_startup.py -n 15
     .venv/bin/python tools/bench_startup.py --tree /tmp/before   # also a copy of the tree, side by side
+    .venv/bin/python tools/bench_startup.py -n 5 --object-size 1e6 --tree /tmp/before
 
 Runs, alternating (one of each per round, so a busy moment of the machine hits them all alike):
 
@@ -11,6 +12,9 @@ Runs, alternating (one of each per round, so a busy moment of the machine hits t
     ncsim isa                                      the instruction table
     ncsim run programs/giou.s --trace ... --out ...  a whole run, warm (outputs and trace in a temp dir)
 
+and, with --object-size N, `ncsim run OBJ --timing-only` of an object of about N instructions (the
+program tools/bench_pipeline.py generates, assembled once by `ncsim asm` beforehand: what a user's
+timing-only run of a large object costs, whole process, start-up and the file's load included);
 and prints each one's best and median wall time and the difference of each best from the floor, and
 the same of the best CPU time (user + system: less sensitive than wall time to other work on a
 shared machine, though not free of it). The
@@ -39,11 +43,12 @@ NCSIM = PYTHON.with_name("ncsim")
 
 
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-FROM_TREE = "import sys; from ncsim.cli import main; sys.argv[0] = 'ncsim'; main()"
+# as the `ncsim` script does (ncsim.console: the garbage collector held off while the command imports)
+FROM_TREE = "import sys; from ncsim.console import main; sys.argv[0] = 'ncsim'; main()"
 
 
-def commands(tmp: Path, trees: list[Path]) -> dict[str, tuple[list[str], dict[str, str]]]:
-    """Each command's argv and environment, the floor first."""
+def commands(tmp: Path, trees: list[Path], obj: Path | None = None) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """Each command's argv and environment, the floor first; with `obj`, the timing-only runs of it."""
     ncsim = [str(NCSIM)] if NCSIM.exists() else [str(PYTHON), "-c", FROM_TREE]
     program = ROOT / "programs" / "giou.s"
 
@@ -59,7 +64,26 @@ def commands(tmp: Path, trees: list[Path]) -> dict[str, tuple[list[str], dict[st
     for i, tree in enumerate(trees):  # another copy of ncsim (say, before a change), first on the path
         env = dict(ENV, PYTHONPATH=os.pathsep.join([str(tree), *filter(None, [ENV.get("PYTHONPATH")])]))
         cmds[f"  the same from {tree.name}"] = ([str(PYTHON), "-c", FROM_TREE, *run_args(str(i))], env)
+    if obj is not None:
+        cmds[f"ncsim run {obj.name} --timing-only"] = ([*ncsim, "run", str(obj), "--timing-only"], ENV)
+        for tree in trees:
+            env = dict(ENV, PYTHONPATH=os.pathsep.join([str(tree), *filter(None, [ENV.get("PYTHONPATH")])]))
+            cmds[f"  {obj.name} from {tree.name}"] = ([str(PYTHON), "-c", FROM_TREE, "run", str(obj), "--timing-only"],
+                                                      env)
     return cmds
+
+
+def make_object(tmp: Path, size: int) -> Path:
+    """The object of tools/bench_pipeline.py's program of about `size` instructions, assembled by `ncsim asm`."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import bench_pipeline
+
+    source = tmp / f"bench_{size}.s"
+    source.write_text(bench_pipeline.program_text(bench_pipeline.blocks_for(size)))
+    out = source.with_suffix(".o")
+    ncsim = [str(NCSIM)] if NCSIM.exists() else [str(PYTHON), "-c", FROM_TREE]
+    once([*ncsim, "asm", "-q", str(source), "-o", str(out)], ENV, tmp)
+    return out
 
 
 def once(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
@@ -82,12 +106,16 @@ def main() -> None:
     parser.add_argument("--tree", type=Path, action="append", default=[], metavar="DIR",
                         help="also time the run with the ncsim package of DIR (a copy of the tree, say before a"
                              " change) first on PYTHONPATH; repeatable")
+    parser.add_argument("--object-size", type=float, default=None, metavar="N",
+                        help="also time `ncsim run OBJ --timing-only` of an object of about N instructions (1e6:"
+                             " 201 MB, assembled once first)")
     args = parser.parse_args()
     for tree in args.tree:
         if not (tree / "ncsim" / "cli.py").is_file():
             sys.exit(f"--tree {tree}: no ncsim/cli.py there")
     with tempfile.TemporaryDirectory() as tmp:
-        cmds = commands(Path(tmp), [t.resolve() for t in args.tree])
+        obj = make_object(Path(tmp), int(args.object_size)) if args.object_size else None
+        cmds = commands(Path(tmp), [t.resolve() for t in args.tree], obj)
         for argv, env in cmds.values():  # warm the OS file cache and numba's
             once(argv, env, Path(tmp))
         times: dict[str, list[float]] = {name: [] for name in cmds}
@@ -102,11 +130,12 @@ def main() -> None:
     print(f"best of {args.n}, alternating; python {sys.version.split()[0]}; CPU = user + system time of the process")
     if "PYTHONDONTWRITEBYTECODE" in os.environ:
         print("(PYTHONDONTWRITEBYTECODE is set here: left out for the commands, which keep their .pyc files)")
-    print(f"{'command':32s} {'best':>8s} {'median':>8s} {'best - floor':>13s} {'best CPU':>9s} {'CPU - floor':>12s}")
+    width = max(32, *(len(name) for name in times))
+    print(f"{'command':{width}s} {'best':>8s} {'median':>8s} {'best - floor':>13s} {'best CPU':>9s} {'CPU - floor':>12s}")
     for name, ts in times.items():
         diff = "" if name == floor_name else f"{min(ts) - floor:+.3f} s"
         cpu_diff = "" if name == floor_name else f"{min(cpu[name]) - cpu_floor:+.3f} s"
-        print(f"{name:32s} {min(ts):7.3f}s {statistics.median(ts):7.3f}s {diff:>13s} {min(cpu[name]):8.3f}s"
+        print(f"{name:{width}s} {min(ts):7.3f}s {statistics.median(ts):7.3f}s {diff:>13s} {min(cpu[name]):8.3f}s"
               f" {cpu_diff:>12s}")
 
 if __name__ == "__main__":
