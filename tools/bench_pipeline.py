@@ -81,7 +81,10 @@ is its peak growth: all it held at its worst moment over what was live before it
 included). Where /proc/self/clear_refs cannot be written (not Linux), the growth of getrusage's
 ru_maxrss is used instead, which only shows a phase that goes above every earlier peak; the header
 says which. Each size runs in a fresh subprocess so that one size's peak cannot hide another's; the
-child's RSS before its first phase is printed too.
+child's RSS before its first phase is printed too. RSS counts the pages of a file mapped into the
+process: load's peak includes the object file's while it is mapped (201 MB at 10^6), pages of the
+system's file cache that the process shares rather than takes new (its page faults do not count
+them: about 440 for the whole file).
 
 Huge pages: as the `ncsim` command does (ncsim.runtime.heap.keep_freed_memory), numpy gives no
 huge-page advice for its large arrays in the measuring process (where the kernel compacts memory to
