@@ -123,6 +123,17 @@ def patched(data: bytes, at: int, fmt: str, value: int) -> bytes:
     return bytes(out)
 
 
+# up to six bytes of SAMPLE, each set to any value
+MUTATIONS = st.lists(st.tuples(st.integers(0, len(SAMPLE) - 1), st.integers(0, 255)), min_size=1, max_size=6)
+
+
+def mutated(mutations: list[tuple[int, int]]) -> bytes:
+    data = bytearray(SAMPLE)
+    for at, value in mutations:
+        data[at] = value
+    return bytes(data)
+
+
 def read_error(data: bytes, filename: str = "bad.o") -> ObjectFileError:
     """The ObjectFileError reading `data` gives, after checking it formats to one line naming the file."""
     with pytest.raises(ObjectFileError) as info:
@@ -196,14 +207,11 @@ def test_a_mapped_object_is_the_object_read(tmp_path: Path) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, len(SAMPLE) - 1), st.integers(0, 255)), min_size=1, max_size=6))
+@given(MUTATIONS)
 def test_a_mapped_mutant_reads_as_the_bytes_do(mutations: list[tuple[int, int]]) -> None:
-    data = bytearray(SAMPLE)
-    for at, value in mutations:
-        data[at] = value
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "mutant.o"
-        path.write_bytes(bytes(data))
+        path.write_bytes(mutated(mutations))
         assert mapped_or_error(path) == loaded_or_error(path)
 
 
@@ -438,12 +446,9 @@ def test_every_header_byte_corrupted() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, len(SAMPLE) - 1), st.integers(0, 255)), min_size=1, max_size=6))
+@given(MUTATIONS)
 def test_random_mutations(mutations: list[tuple[int, int]]) -> None:
-    data = bytearray(SAMPLE)
-    for at, value in mutations:
-        data[at] = value
-    read_or_error(bytes(data))
+    read_or_error(mutated(mutations))
 
 
 @settings(max_examples=100, deadline=None)
