@@ -87,6 +87,7 @@ import mmap
 import os
 import re
 import struct
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -495,6 +496,37 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+class _Stream:
+    """A mapped file as pyelftools reads a stream, with BytesIO's rules: a position may lie past the end
+    (a read there gives b""), not before the start (an absolute one there is refused, a relative one
+    stops at the start). mmap's own seek refuses a position past the end, so a header field pointing
+    there failed in pyelftools where the same bytes, read from the file, passed on to ncsim's checks."""
+
+    def __init__(self, data: mmap.mmap):
+        self.data = data
+        self.pos = 0
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_SET and offset < 0:
+            raise ValueError(f"negative seek value {offset}")
+        base = 0 if whence == io.SEEK_SET else self.pos if whence == io.SEEK_CUR else len(self.data)
+        if base + offset > sys.maxsize:
+            raise OverflowError("Python int too large to convert to C ssize_t")  # as BytesIO's
+        self.pos = max(base + offset, 0)  # (a relative seek before the start stops at it, as BytesIO's does)
+        return self.pos
+
+    def tell(self) -> int:
+        return self.pos
+
+    def read(self, size: int | None = -1) -> bytes:
+        if size is not None and size > sys.maxsize:
+            raise OverflowError("cannot fit 'int' into an index-sized integer")  # as BytesIO's
+        end = len(self.data) if size is None or size < 0 else min(self.pos + size, len(self.data))
+        out = self.data[self.pos:end] if end > self.pos else b""
+        self.pos = max(self.pos, end)
+        return out
+
+
 class _Reader:
     def __init__(self, data: bytes | mmap.mmap, filename: str):
         self.data = data
@@ -520,8 +552,8 @@ class _Reader:
     def read(self) -> ObjectFile:
         shoff, shnum, shstrndx = self.check_header()
         with self.library("cannot parse the ELF header", 0):
-            # (a mapped file is itself a file-like object: BytesIO would copy it)
-            elf = ELFFile(self.data if isinstance(self.data, mmap.mmap) else io.BytesIO(self.data))
+            # (BytesIO of a mapped file would copy it)
+            elf = ELFFile(_Stream(self.data) if isinstance(self.data, mmap.mmap) else io.BytesIO(self.data))
         found = self.find_sections(elf, shoff, shnum, shstrndx)
         if KERNEL_SECTION not in found:
             raise self.error(f"this is an ELF object but not an ncsim object (no {KERNEL_SECTION} section)")
