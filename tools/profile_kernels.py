@@ -2,10 +2,12 @@
 
     .venv/bin/python tools/profile_kernels.py                        # bench_pipeline's 10^5 program, 5 passes
     .venv/bin/python tools/profile_kernels.py --size 1e6 --passes 3 --top 4 --lines 25
+    .venv/bin/python tools/profile_kernels.py --path asm                 # the assembler instead
 
 What it measures: load (the object file mapped and decoded), verify, timing, races and report of the
-program tools/bench_pipeline.py generates, `--passes` times in one process after a first pass that is
-not counted (numba compiles then). Printed: each kernel's share of the samples taken during the
+program tools/bench_pipeline.py generates (`--path timing`, the default), or its assembly into the
+decoded program (`--path asm`: what `ncsim run prog.s` does first), `--passes` times in one process
+after a first pass that is not counted (numba compiles then). Printed: each kernel's share of the samples taken during the
 counted passes, and for the `--top` kernels their `--lines` hottest source lines.
 
 How: the script runs itself again under `perf record -e cpu-clock -k CLOCK_MONOTONIC` with
@@ -39,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
 
 
-def child(size: int, passes: int, out: Path) -> None:
+def child(size: int, passes: int, out: Path, path: str = "timing") -> None:
     """The measured process: the passes, their time window, then each compiled kernel's code."""
     import bench_pipeline
     import numba
@@ -60,6 +62,8 @@ def child(size: int, passes: int, out: Path) -> None:
     write_program(Assembler(DEFAULT).assemble_program(text, "bench.s"), obj)
 
     def one_pass() -> int:
+        if path == "asm":
+            return Assembler(DEFAULT).assemble_program(text, "bench.s").count
         prog = load_program(str(obj), DEFAULT)[0]
         verify_program(prog, DEFAULT)
         timed = time_program(prog, DEFAULT, "bench.s")
@@ -117,10 +121,12 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=5, help="counted passes (default 5)")
     parser.add_argument("--top", type=int, default=3, help="kernels whose lines are shown (default 3)")
     parser.add_argument("--lines", type=int, default=15, help="lines shown per kernel (default 15)")
+    parser.add_argument("--path", choices=("timing", "asm"), default="timing",
+                        help="what is profiled: the timing-only path of the object (default) or the assembly")
     parser.add_argument("--child", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        child(int(args.size), args.passes, args.child)
+        child(int(args.size), args.passes, args.child, args.path)
         return
     missing = [tool for tool in ("perf", "addr2line", "objdump") if shutil.which(tool) is None]
     if missing:
@@ -131,7 +137,7 @@ def main() -> None:
         data = out / "perf.data"
         cmd = ["perf", "record", "-q", "-e", "cpu-clock", "-F", "2000", "-k", "CLOCK_MONOTONIC", "-o", str(data),
                "--", sys.executable, __file__, "--child", str(out), "--size", str(args.size),
-               "--passes", str(args.passes)]
+               "--passes", str(args.passes), "--path", args.path]
         print(f"profile_kernels: compiling ncsim's kernels with line tables, then {args.passes} passes of"
               f" about {args.size:.0e} instructions under perf ...", file=sys.stderr, flush=True)
         done = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True)
