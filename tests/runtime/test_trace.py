@@ -470,3 +470,25 @@ def test_transfers_are_their_pieces_gathered(data, lockstep):
     assert tr.pieces.tolist() == np.diff(r.piece_ptr)[ks].tolist()
     for got, column in ((tr.queue, r.piece_queue), (tr.src, r.piece_src), (tr.dst, r.piece_dst)):
         assert got.tolist() == column[at].tolist()
+
+
+INT64 = st.integers(-2**63, 2**63 - 1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(INT64, INT64, INT64), min_size=1, max_size=20))
+def test_render_writes_the_numbers_python_writes(values):
+    """_render's numbers against Python's: an integer as str(), a fixed-point value x with 3 or 6
+    places as its floor quotient and non-negative remainder by 10**3 or 10**6 (the trace's times are
+    picoseconds and nanoseconds: x // 1000 "." x % 1000), over the whole int64 range."""
+    n = len(values)
+    data = np.array(values, np.int64).T.copy().reshape(-1)  # field c of event r at c * n + r
+    ops = np.array([(trace._INT, 0), (trace._LIT, 0), (trace._FIX3, 1), (trace._LIT, 0), (trace._FIX6, 2)], np.int64)
+    snip = np.frombuffer(b" " + bytes(8), np.uint8)
+    buf = np.empty(1 << 16, np.uint8)
+    i, used = trace._render(buf, np.arange(n, dtype=np.int64), 0, np.array([0, n], np.int64), np.array([0, 5], np.int64),
+                            ops, data, np.zeros(1, np.int64), np.array([n], np.int64), np.array([2 + 2 + 3 * 28], np.int64),
+                            snip, np.array([0, 1], np.int64))
+    assert i == n
+    want = "".join(f",\n{a} {b // 1000}.{b % 1000:03d} {c // 10**6}.{c % 10**6:06d}" for a, b, c in values)
+    assert bytes(buf[:used]).decode() == want
