@@ -43,8 +43,10 @@ NCSIM = PYTHON.with_name("ncsim")
 
 
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-# as the `ncsim` script does (ncsim.console: the garbage collector held off while the command imports)
-FROM_TREE = "import sys; from ncsim.console import main; sys.argv[0] = 'ncsim'; main()"
+# as the `ncsim` script does (ncsim.console: the garbage collector held off while the command imports;
+# a tree from before it has only ncsim.cli)
+FROM_TREE = ("import sys\ntry:\n    from ncsim.console import main\nexcept ImportError:\n    from ncsim.cli import main\n"
+             "sys.argv[0] = 'ncsim'\nmain()")
 
 
 def commands(tmp: Path, trees: list[Path], obj: Path | None = None) -> dict[str, tuple[list[str], dict[str, str]]]:
