@@ -499,13 +499,7 @@ def _automatic(words, gs, starts, normal, consumer, producer, engine, head, fixe
     if n == 0:
         return
     first, last, own = gs[0], gs[n - 1], engine[gs[0]]
-    lo, hi = 0, consumer.shape[0]  # the first edge whose consumer is gs[0] or later
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if consumer[mid] < first:
-            lo = mid + 1
-        else:
-            hi = mid
+    lo = np.searchsorted(consumer, first)  # the first edge whose consumer is gs[0] or later
     k = 0
     previous = -1
     nth = 0
