@@ -63,13 +63,13 @@ def commands(tmp: Path, trees: list[Path], obj: Path | None = None) -> dict[str,
         "ncsim isa": ([*ncsim, "isa"], ENV),
         "ncsim run giou.s --trace": ([*ncsim, *run_args("")], ENV),
     }
-    for i, tree in enumerate(trees):  # another copy of ncsim (say, before a change), first on the path
-        env = dict(ENV, PYTHONPATH=os.pathsep.join([str(tree), *filter(None, [ENV.get("PYTHONPATH")])]))
+    # another copy of ncsim (say, before a change), first on the path
+    envs = [dict(ENV, PYTHONPATH=os.pathsep.join([str(tree), *filter(None, [ENV.get("PYTHONPATH")])])) for tree in trees]
+    for i, (tree, env) in enumerate(zip(trees, envs)):
         cmds[f"  the same from {tree.name}"] = ([str(PYTHON), "-c", FROM_TREE, *run_args(str(i))], env)
     if obj is not None:
         cmds[f"ncsim run {obj.name} --timing-only"] = ([*ncsim, "run", str(obj), "--timing-only"], ENV)
-        for tree in trees:
-            env = dict(ENV, PYTHONPATH=os.pathsep.join([str(tree), *filter(None, [ENV.get("PYTHONPATH")])]))
+        for tree, env in zip(trees, envs):
             cmds[f"  {obj.name} from {tree.name}"] = ([str(PYTHON), "-c", FROM_TREE, "run", str(obj), "--timing-only"],
                                                       env)
     return cmds
