@@ -20,15 +20,12 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import difflib
 import itertools
 import math
 import numbers
 import operator
-import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from ncsim.errors import ConfigError
@@ -488,6 +485,8 @@ def _convert(name: str, value: Any) -> Any:
     if isinstance(value, str):
         text = value.strip()
         if isinstance(default, tuple):
+            import tomllib  # here, not at the top: a run that sets nothing does not pay for the parser
+
             try:
                 value = tomllib.loads(f"v = {text}")["v"]
             except tomllib.TOMLDecodeError:
@@ -505,6 +504,8 @@ def _convert(name: str, value: Any) -> Any:
 
 
 def _parse_int(name: str, text: str) -> int:
+    from decimal import Decimal, InvalidOperation
+
     try:
         return int(text, 0)  # 4096, 0x1000, 1_024
     except ValueError:
@@ -531,6 +532,8 @@ def _unknown(name: str) -> ConfigError:
     if name in _DERIVED:
         return ConfigError(f"{name} is derived ({_DERIVED[name][1]}) and cannot be set; "
                            "set the parameters it is computed from", notes=notes)
+    import difflib
+
     close = difflib.get_close_matches(name, _FIELDS, n=3, cutoff=0.6)
     hint = f"; did you mean {' or '.join(close)}?" if close else ""
     return ConfigError(f"unknown parameter {name!r}{hint}", notes=notes)
@@ -545,6 +548,8 @@ def load_config(toml_path: str | Sequence[str] | None = None, sets: Iterable[str
     """
     overrides: dict[str, Any] = {}
     for path in [toml_path] if isinstance(toml_path, str) else toml_path or ():
+        import tomllib
+
         try:
             with open(path, "rb") as fh:
                 raw = fh.read()

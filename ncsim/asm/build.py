@@ -40,18 +40,17 @@ at a time (the extra waits go on sem_wait instructions before it, on its engine)
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any, NamedTuple
 
 import numba
 import numpy as np
 
 from ncsim import isa
+from ncsim.arrays import distinct
 from ncsim.asm import sync
 from ncsim.asm.fields import APKind, SemOp
 from ncsim.asm.instruction import Instruction, encode, encode_lanes, layout, pick
@@ -63,16 +62,20 @@ ENGINES = isa.ENGINES
 MAX_DIMS = 5
 
 
+@cache
 def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's malloc_trim, or None where there is none; looked up on first use (ctypes, and the
+    subprocess that ctypes.util.find_library would start, cost a run of a small program ~25 ms)."""
+    import ctypes
+
     try:
-        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+        trim = ctypes.CDLL("libc.so.6").malloc_trim
     except (OSError, AttributeError):  # not glibc
         return None
     trim.argtypes = [ctypes.c_size_t]
     return trim
 
 
-_TRIM = _malloc_trim()
 GIVE_BACK_FROM = 100_000  # instructions: smaller programs leave too little behind to be worth a trim
 
 
@@ -85,13 +88,13 @@ def give_back(n: int) -> None:
     instruction freed but held and synchronisation 70 more; trimmed before synchronisation and before
     encoding, the assembler's peak fell by them. A process that keeps freed memory for reuse
     (`ncsim.runtime.heap.keep_freed_memory`, which the `ncsim` command calls) is left as it chose."""
-    if _TRIM is None or n < GIVE_BACK_FROM:
+    if n < GIVE_BACK_FROM or _malloc_trim() is None:
         return
     from ncsim.runtime import heap  # the `ncsim` command may have chosen to keep freed memory for speed
 
     if heap.keeps_freed_memory():  # (docs/running.md): then the assembler does not undo that
         return
-    _TRIM(0)  # about 3 ms on that program (a gc.collect first would take 30 and free nothing more)
+    _malloc_trim()(0)  # about 3 ms on that program (a gc.collect first would take 30 and free nothing more)
 
 
 @dataclass
@@ -161,7 +164,7 @@ class Gathered:
             if c.instr.mnemonic == "dma_copy":
                 queues = column(c.instr.operands["queue"], c.n)
                 per_lane.append((c, queues))
-                names.update(f"dma queue {q} from {c.instr.engine}" for q in np.unique(queues).tolist())
+                names.update(f"dma queue {q} from {c.instr.engine}" for q in distinct(queues).tolist())
             else:
                 per_lane.append((c, None))
         ordered = sorted(names)
@@ -346,13 +349,13 @@ def synchronise(gathered: Gathered, num_semaphores: int, reserved: set[int]) -> 
         acc.shape_itemsize, acc.shape_ndims, acc.shape_dims, hazards=False)
     del acc  # the largest table of the assembly: gone before encoding
     producers = np.flatnonzero(np.bincount(producer, minlength=gathered.n))  # sorted, each once
-    waited = sorted({names[s] for s in np.unique(stream[producers]).tolist()}, key=lambda s: (s.startswith("dma"), s))
+    waited = sorted({names[s] for s in distinct(stream[producers]).tolist()}, key=lambda s: (s.startswith("dma"), s))
     free = [s for s in range(num_semaphores) if s not in reserved]
     if len(waited) > len(free):
         raise AsmError(f"automatic synchronisation needs {len(waited)} semaphores, {len(free)} are free")
     sem_of = {names.index(s): sem for s, sem in zip(waited, free)}
     rank = np.zeros(gathered.n, np.int32)
-    for s in np.unique(stream[producers]).tolist():  # a stream's producers count 1, 2, ... in program order
+    for s in distinct(stream[producers]).tolist():  # a stream's producers count 1, 2, ... in program order
         mine = producers[stream[producers] == s]
         rank[mine] = np.arange(1, len(mine) + 1, dtype=np.int32)
     return Synced(producer, consumer, sem_of, rank, lambda: _hazards(gathered, producer, consumer))
@@ -579,8 +582,8 @@ class _Layout:
                 korder[done:done + len(mine)] = mine
                 done += len(mine)
             per_engine[e + 1] = done
-        self.cuts = np.unique(np.concatenate([np.arange(int(per_engine[e]), int(per_engine[e + 1]), BLOCK)
-                                              for e in range(len(ENGINES))] + [per_engine]))
+        self.cuts = distinct(np.concatenate([np.arange(int(per_engine[e]), int(per_engine[e + 1]), BLOCK)
+                                             for e in range(len(ENGINES))] + [per_engine]))
         self.ascending: dict[int, bool] = {}  # per chunk: whether its positions ascend (`lanes`)
         self.where = np.array([c.where for c in chunks], np.int64).reshape(-1, 3)  # per chunk: file, line, col
 

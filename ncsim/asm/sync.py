@@ -55,6 +55,7 @@ import numba
 import numpy as np
 
 from ncsim import isa
+from ncsim.arrays import distinct
 from ncsim.asm.fields import SemOp
 from ncsim.asm.instruction import Instruction
 from ncsim.errors import AsmError
@@ -127,7 +128,7 @@ def byte_runs(ap: AccessPattern) -> tuple[np.ndarray, int]:
     starts = np.full((), ap.offset, dtype=np.int64)
     for step, count in dims:
         starts = starts[..., None] + np.arange(count, dtype=np.int64) * (step * size)
-    return np.unique(starts.ravel()), run
+    return distinct(starts.ravel()), run
 
 
 def overlap(a: AccessPattern, b: AccessPattern) -> bool:

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ncsim import isa
+from ncsim.arrays import distinct
 from ncsim.asm.objfile import ObjectFile
 from ncsim.errors import NcsimError
 from ncsim.memory.access import Memory
@@ -95,7 +96,7 @@ def write_timeline(result: TimingResult, path: str | Path, obj: ObjectFile | Non
     engine = result.engine.astype(np.int64)
     y = engine.astype(float)
     mnemonics = [isa.BY_OPCODE[int(o)].mnemonic for o in result.body_opcode.tolist()]
-    names = sorted({mnemonics[b] for b in np.unique(result.body).tolist()})
+    names = sorted({mnemonics[b] for b in distinct(result.body).tolist()})
     palette = _palette(len(names))
     colour_of = {m: palette[i] for i, m in enumerate(names)}
     body_colour = np.array([colour_of[m] for m in mnemonics]).reshape(-1, 4) if mnemonics else np.zeros((0, 4))

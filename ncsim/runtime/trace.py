@@ -93,6 +93,7 @@ from numba import types
 from numba.extending import intrinsic
 
 from ncsim import isa
+from ncsim.arrays import distinct
 from ncsim.asm.fields import SIGNAL_OPS, WAIT_OPS, SemOp
 from ncsim.asm.instruction import Instruction
 from ncsim.asm.objfile import ObjectFile
@@ -256,12 +257,12 @@ def live_bytes(result: TimingResult, memory: Memory, tr: Transfers | None = None
     p1 = p0 + result.fp_partitions[rows]
     lo = result.fp_lo[rows].astype(np.int64)
     hi = result.fp_hi[rows].astype(np.int64)
-    pb = np.unique(np.concatenate((p0, p1)))
+    pb = distinct(np.concatenate((p0, p1)))
     i0, i1 = np.searchsorted(pb, p0), np.searchsorted(pb, p1)
     granule = 1
     while True:
         glo, ghi = lo // granule * granule, -(-hi // granule) * granule
-        bb = np.unique(np.concatenate((glo, ghi)))
+        bb = distinct(np.concatenate((glo, ghi)))
         j0, j1 = np.searchsorted(bb, glo), np.searchsorted(bb, ghi)
         nj = j1 - j0
         n = (i1 - i0) * nj
@@ -905,7 +906,7 @@ def _events(result: TimingResult, full: bool, pieces: bool, tr: Transfers, live:
     lane_values, lane_index = np.unique(tr.queue.astype(np.int64) * width + tr_lane, return_inverse=True)
     lane_keys = [(int(v) // width, int(v) % width) for v in lane_values.tolist()]
     tracks += [(f"DMA q{qu}" + (f" ({la + 1})" if la else ""), ("lane", qu, la)) for qu, la in lane_keys]
-    dma_engines = sorted(set(np.unique(result.body_pieces("engine")[1]).tolist())) if pieces else []  # (every body is run)
+    dma_engines = sorted(set(distinct(result.body_pieces("engine")[1]).tolist())) if pieces else []  # (every body is run)
     tracks += [(f"DMA engine {d}", ("dma", d)) for d in dma_engines]
     tid = {key: i + 1 for i, (_, key) in enumerate(tracks)}
     meta = [f'{{"name":"process_name","ph":"M","pid":{PID},"args":{{"name":"{PROCESS}"}}}}',

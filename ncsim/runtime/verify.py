@@ -27,6 +27,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ncsim.arrays import distinct
 from ncsim.asm.rules import check_instruction, check_tensor
 from ncsim.config import Config
 from ncsim.errors import AsmError, SimError
@@ -68,7 +69,7 @@ def candidates(prog: Program, config: Config) -> np.ndarray:
         bad = np.flatnonzero(sem >= config.semaphores)
         if len(bad):
             parts.append(np.searchsorted(ptr, bad[:1], side="right").astype(np.int64) - 1)
-    return np.unique(np.concatenate(parts))
+    return distinct(np.concatenate(parts))
 
 
 @numba.njit(cache=True)
