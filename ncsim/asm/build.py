@@ -210,8 +210,32 @@ class AccessRows:
     operand_names: list[str]
 
 
-def _lane_values(value: int | Lanes) -> int | np.ndarray:
-    return value.v if isinstance(value, Lanes) else value
+def _per_lane(value: int | Lanes | np.ndarray) -> np.ndarray:
+    """An int64 array for _put_rows: a value per lane, or the one value of every lane."""
+    v = value.v if isinstance(value, Lanes) else value
+    return np.ascontiguousarray(v, np.int64).reshape(-1)
+
+
+@numba.njit(cache=True, _nrt=False)
+def _put_rows(base, a, off, part, parts, shape_id, w, offset, first, end, write, shape):
+    """Access rows base[i] + a (i a lane) of access_rows' table: each of off, part, parts and shape_id
+    holds a value per lane, or one value (length 1) for all of them. One pass where numpy's indexed
+    assignments made five (and a temporary for the end): access_rows of tools/bench_pipeline.py's
+    10^6 program 0.10-0.13 -> 0.064-0.098 s (best of 5, alternating processes, the same table). The
+    rows of a chunk's lanes lie all over the table, so each pass goes through all of it: writing
+    the table in row order instead would need each instruction's lane, another such pass."""
+    so = 1 if off.shape[0] > 1 else 0
+    sp = 1 if part.shape[0] > 1 else 0
+    sq = 1 if parts.shape[0] > 1 else 0
+    ss = 1 if shape_id.shape[0] > 1 else 0
+    for i in range(base.shape[0]):
+        r = base[i] + a
+        offset[r] = off[i * so]
+        p = part[i * sp]
+        first[r] = p
+        end[r] = p + parts[i * sq]
+        write[r] = w
+        shape[r] = shape_id[i * ss]
 
 
 def access_rows(gathered: Gathered) -> AccessRows:
@@ -235,21 +259,18 @@ def access_rows(gathered: Gathered) -> AccessRows:
     for ci, (c, accs) in enumerate(zip(chunks, per_chunk)):
         base = ptr[c.positions]
         for a, acc in enumerate(accs):
-            r = base + a
             ap: AccessPattern = acc.ap
             memory, itemsize = int(ap.memory), ap.dtype.itemsize
-            offset[r] = _lane_values(ap.offset)
-            first[r] = _lane_values(ap.partition)
-            end[r] = _lane_values(ap.partition) + _lane_values(ap.partitions)
-            write[r] = acc.write
             if not any(isinstance(x, Lanes) for d in ap.dims for x in d):
-                shape[r] = shapes.setdefault((memory, itemsize, tuple(ap.dims)), len(shapes))
+                shape_id: int | np.ndarray = shapes.setdefault((memory, itemsize, tuple(ap.dims)), len(shapes))
             else:  # dimensions that vary from lane to lane: a shape per distinct value
                 per_lane = np.stack([column(x, c.n) for d in ap.dims for x in d], axis=1)
                 distinct, inverse = np.unique(per_lane, axis=0, return_inverse=True)
                 ids = np.array([shapes.setdefault((memory, itemsize, tuple(zip(u[0::2], u[1::2]))), len(shapes))
-                                for u in distinct.tolist()], np.int32)
-                shape[r] = ids[inverse.reshape(-1)]
+                                for u in distinct.tolist()], np.int64)
+                shape_id = ids[inverse.reshape(-1)]
+            _put_rows(base, a, _per_lane(ap.offset), _per_lane(ap.partition), _per_lane(ap.partitions),
+                      _per_lane(shape_id), bool(acc.write), offset, first, end, write, shape)
             operand[ci, a] = names.setdefault(acc.operand, len(names))
     # narrower where the values allow (the sync kernels take either): 5 bytes per row fewer at the peak
     if len(shapes) <= np.iinfo(np.int16).max:
