@@ -265,9 +265,9 @@ def access_rows(gathered: Gathered) -> AccessRows:
                 shape_id: int | np.ndarray = shapes.setdefault((memory, itemsize, tuple(ap.dims)), len(shapes))
             else:  # dimensions that vary from lane to lane: a shape per distinct value
                 per_lane = np.stack([column(x, c.n) for d in ap.dims for x in d], axis=1)
-                distinct, inverse = np.unique(per_lane, axis=0, return_inverse=True)
+                kinds, inverse = np.unique(per_lane, axis=0, return_inverse=True)
                 ids = np.array([shapes.setdefault((memory, itemsize, tuple(zip(u[0::2], u[1::2]))), len(shapes))
-                                for u in distinct.tolist()], np.int64)
+                                for u in kinds.tolist()], np.int64)
                 shape_id = ids[inverse.reshape(-1)]
             _put_rows(base, a, _per_lane(ap.offset), _per_lane(ap.partition), _per_lane(ap.partitions),
                       _per_lane(shape_id), bool(acc.write), offset, first, end, write, shape)

@@ -486,11 +486,11 @@ def _places(result: TimingResult) -> tuple[list[str], list[str], np.ndarray]:
             and int(line.min()) >= 0 and int(col.min()) >= 0:  # one int64 key per place: 1-d unique
         key = (file << 42) | (line << 16) | col
         packed, inverse = np.unique(key[has], return_inverse=True)
-        distinct = np.stack((packed >> 42, (packed >> 16) & (2**26 - 1), packed & (2**16 - 1)), 1)
+        places = np.stack((packed >> 42, (packed >> 16) & (2**26 - 1), packed & (2**16 - 1)), 1)
     else:
-        distinct, inverse = np.unique(np.stack((file, line, col), 1)[has], axis=0, return_inverse=True)
+        places, inverse = np.unique(np.stack((file, line, col), 1)[has], axis=0, return_inverse=True)
     at, src = [""], [""]
-    for f, line, col in distinct.tolist():
+    for f, line, col in places.tolist():
         path = prog.files[f] if f < len(prog.files) else prog.name
         at.append(f"{path}:{line}:{col}")
         src.append(prog.source_line(path, line).strip())
@@ -829,8 +829,8 @@ def _render(buf, events, i, group_first, ops_ptr, ops, data, base, rows, bound, 
 
 def _floats(values: np.ndarray, events: _Events) -> np.ndarray:
     """Snippets of the values formatted with 3 decimals (as f"{x:.3f}"), once per distinct value."""
-    distinct, inverse = np.unique(np.asarray(values, np.float64), return_inverse=True)
-    return events.snippets_of([f"{x:.3f}" for x in distinct.tolist()])[inverse.reshape(-1)]
+    kinds, inverse = np.unique(np.asarray(values, np.float64), return_inverse=True)
+    return events.snippets_of([f"{x:.3f}" for x in kinds.tolist()])[inverse.reshape(-1)]
 
 
 def _pieces(ev: _Events, result: TimingResult, direction: np.ndarray, engine_name: np.ndarray, index: np.ndarray,
