@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import subprocess
 from pathlib import Path
 
 import numba
@@ -40,8 +41,6 @@ def test_a_kernels_code_maps_to_its_source_lines(tmp_path):
     section, offset, size = tool.symbol_place(str(obj), cres.fndesc.llvm_func_name)
     assert size > 0
     assert tool.symbol_place(str(obj), "no_such_symbol") is None
-    import subprocess
-
     places = subprocess.run(["addr2line", "-e", str(obj), "-j", section] + [hex(offset + o) for o in range(0, size, 4)],
                             check=True, capture_output=True, text=True).stdout.splitlines()
     lines = {tool.source_line(p) for p in places} - {""}

@@ -170,7 +170,6 @@ def test_cached_kernel_loads_without_the_registry_refresh(tmp_path):
     assert run("plain") == ["1", "True", "True"]  # numba's own way refreshes
 
 
-
 def test_a_python_program_can_ask_for_the_commands_fast_loads():
     """docs/running.md: ncsim.warmup.fast_cache_loads() before the first ncsim.run, from Python, and
     the run goes as the command's: values checked, timed (what the loads skip is the test above's)."""
@@ -186,6 +185,7 @@ def test_a_python_program_can_ask_for_the_commands_fast_loads():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[-3:] == ["RESULT", "True", "0"], done.stdout[-500:]
+
 
 def test_cached_kernel_bitcode_is_parsed_only_when_linked(tmp_path):
     """With fast_cache_loads() a cached function's LLVM bitcode is not parsed when it loads (its

@@ -89,9 +89,9 @@ def child(size: int, passes: int, out: Path, path: str = "timing") -> None:
                     code = cres.library.serialize_using_object_code()[2]
                 except RuntimeError:  # loaded from a cache: no object code to read lines from
                     continue
-                path = out / f"{module_name}.{attr}.{i}.o"
-                path.write_bytes(code[0] if isinstance(code, tuple) else code)
-                kernels.append({"kernel": f"{module_name}:{attr}", "symbol": name, "object": str(path),
+                obj_path = out / f"{module_name}.{attr}.{i}.o"
+                obj_path.write_bytes(code[0] if isinstance(code, tuple) else code)
+                kernels.append({"kernel": f"{module_name}:{attr}", "symbol": name, "object": str(obj_path),
                                 "address": cres.library.get_pointer_to_function(name)})
     (out / "kernels.json").write_text(json.dumps({"window": window, "count": count, "kernels": kernels}))
 
