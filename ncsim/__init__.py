@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ncsim import classcache
+
+classcache.install()  # before any of ncsim's dataclasses is defined
+
 
 def run(*args: Any, **kwargs: Any) -> Any:
     """Run a kernel: `ncsim.runtime.run.run` (imported on first use, so `import ncsim` stays light)."""
