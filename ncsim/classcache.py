@@ -2,9 +2,10 @@
 
 `@dataclass` writes the source of each method it adds (`__init__`, `__repr__`, `__eq__`, a frozen
 class's `__setattr__` and `__delattr__`, `__hash__`) and compiles it with `exec` when the class is
-defined, at every import. ncsim defines about 70 dataclasses on the way to a run: measured on `ncsim
-run programs/giou.s --trace` (Python 3.11, the 2-core machine), `exec` took 76-79 ms of the 100-110 ms
-the dataclasses took to make, about a quarter of what the command costs beyond `import numba`.
+defined, at every import. ncsim defines about 70 dataclasses on the way to a run: measured inside a
+warm `ncsim run programs/giou.s --trace` (Python 3.11, the 2-core machine), making them took 72-91 ms,
+about three quarters of it in `exec`, and a quarter of what the command costs beyond `import numba`;
+with the table, 21-31 ms.
 
 `install()` (ncsim/__init__.py calls it, before any of ncsim's dataclasses exists) puts a function
 named `exec` in the `dataclasses` module's namespace, where its functions look the name up before
