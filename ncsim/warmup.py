@@ -215,6 +215,7 @@ def fast_cache_loads() -> bool:
     cls.load_overload = load_overload
     _lazy_cached_bitcode()
     _lazy_numba_environments()
+    _plain_ndarray_typeof()
     return True
 
 
@@ -381,6 +382,45 @@ def _lazy_numba_environments() -> bool:
     _rebuild_env._ncsim = True  # type: ignore[attr-defined]
     _rebuild_env.__wrapped__ = rebuild  # type: ignore[attr-defined]
     environment._rebuild_env = _rebuild_env
+    return True
+
+
+def _plain_ndarray_typeof() -> bool:
+    """Type a plain ndarray argument without importing numpy.ma. numba types an array argument of a
+    new kind (dtype, dimensions, layout) in Python, and first asks whether it is a numpy.ma
+    MaskedArray, which it refuses: in numpy 2, `np.ma` is imported on that first access, 20-22 ms of
+    every run (`python -X importtime`, a warm `ncsim run programs/giou.s --trace`). An array whose
+    type is exactly np.ndarray is no MaskedArray (a subclass), so for those the type is made here as
+    numba makes it, from numba's own helpers (numpy_support.from_dtype, map_layout, the writeable
+    flag); a subclass, or a dtype numba does not take, goes to numba's function as before (its error
+    included). True when applied."""
+    import numpy as np
+    from numba.core import types
+    from numba.core.typing import typeof
+    from numba.np import numpy_support
+
+    impl = getattr(typeof, "typeof_impl", None)
+    if impl is None or not hasattr(impl, "dispatch") or not hasattr(impl, "register"):
+        return False
+    original = impl.dispatch(np.ndarray)
+    if getattr(original, "_ncsim", False):
+        return True
+    if getattr(original, "__name__", "") != "_typeof_ndarray" or not all(
+            hasattr(numpy_support, n) for n in ("from_dtype", "map_layout")):
+        return False
+
+    def plain_ndarray(val: Any, c: Any) -> Any:
+        if type(val) is not np.ndarray:
+            return original(val, c)
+        try:
+            dtype = numpy_support.from_dtype(val.dtype)
+        except Exception:  # noqa: BLE001 - numba's function raises its own error for it
+            return original(val, c)
+        return types.Array(dtype, val.ndim, numpy_support.map_layout(val), readonly=not val.flags.writeable)
+
+    plain_ndarray._ncsim = True  # type: ignore[attr-defined]
+    plain_ndarray.__wrapped__ = original  # type: ignore[attr-defined]
+    impl.register(np.ndarray)(plain_ndarray)
     return True
 
 

@@ -80,7 +80,8 @@ def test_light_commands_import_no_numba_engines_or_matplotlib():
 def test_run_imports_neither_matplotlib_nor_torch(tmp_path):
     """matplotlib only for --timeline; torch never; ml_dtypes only for a program with a narrow float
     (relu.s is all f32). Nor what only some runs need: the TOML parser and decimal (a --config or
-    --set), ctypes.util (it starts a subprocess to find libc)."""
+    --set), ctypes.util (it starts a subprocess to find libc); nor numpy.ma, which numba's typing of
+    an array argument would import (warmup._plain_ndarray_typeof)."""
     program = Path(__file__).resolve().parent.parent / "programs" / "relu.s"
     script = textwrap.dedent(f"""
         import sys
@@ -88,7 +89,7 @@ def test_run_imports_neither_matplotlib_nor_torch(tmp_path):
         sys.argv = ["ncsim", "run", {str(program)!r}, "--out", {str(tmp_path / "r.npz")!r},
                     "--trace", {str(tmp_path / "r.json")!r}]
         main()
-        print("SEEN", [m for m in ("matplotlib", "torch", "ml_dtypes", "tomllib", "decimal", "ctypes.util") if m in sys.modules])
+        print("SEEN", [m for m in ("matplotlib", "torch", "ml_dtypes", "tomllib", "decimal", "ctypes.util", "numpy.ma") if m in sys.modules])
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -185,6 +186,49 @@ def test_a_python_program_can_ask_for_the_commands_fast_loads():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[-3:] == ["RESULT", "True", "0"], done.stdout[-500:]
+
+
+def test_plain_arrays_are_typed_as_numba_types_them_without_numpy_ma():
+    """warmup._plain_ndarray_typeof: every kind of plain array gets the type numba's own function
+    gives (dtype, dimensions, layout, read-only), a MaskedArray and an unsupported dtype numba's own
+    error, and typing plain arrays imports no numpy.ma. In a process of its own (the change is
+    process-wide)."""
+    script = textwrap.dedent("""
+        import sys
+        import numpy as np
+        import numba
+        from numba.core.typing import typeof
+        from ncsim import warmup
+        assert "numpy.ma" not in sys.modules
+        assert warmup._plain_ndarray_typeof() and warmup._plain_ndarray_typeof()  # idempotent
+        mine = typeof.typeof_impl.dispatch(np.ndarray)
+        numbas = mine.__wrapped__
+        c = typeof._TypeofContext(typeof.Purpose.argument)
+        base = np.arange(120, dtype=np.float32).reshape(4, 5, 6)
+        readonly = np.zeros(3, np.int16)
+        readonly.flags.writeable = False
+        arrays = [base, base[:, ::2], base.T, np.asfortranarray(base), np.zeros(()), np.zeros((0, 3)),
+                  readonly, np.ones(4, np.bool_), np.zeros(2, np.complex64), np.zeros(3, np.uint64),
+                  np.zeros(2, np.dtype([("a", np.int32), ("b", np.float64)])), np.zeros(5, "datetime64[ns]"),
+                  np.zeros((2, 2), np.int8)[:, :1]]
+        ours = [(numba.typeof(a), mine(a, c)) for a in arrays]
+        assert "numpy.ma" not in sys.modules  # (numba's own function, called below, imports it)
+        for a, (t, m) in zip(arrays, ours):
+            assert t == m == numbas(a, c), (a.dtype, a.shape, a.strides)
+        def outcome(f, a):
+            try:
+                return ("type", f(a, c))
+            except Exception as e:
+                return ("error", type(e), str(e))
+
+        for a in (np.zeros(2, object), np.zeros(4, ">i4"), np.ma.masked_array([1.0, 2.0])):
+            assert outcome(mine, a) == outcome(numbas, a), (a.dtype, outcome(mine, a), outcome(numbas, a))
+        assert outcome(mine, np.ma.masked_array([1.0]))[0] == outcome(mine, np.zeros(1, ">i4"))[0] == "error"
+        print("SAME", len(arrays))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-2:] == ["SAME", "13"], done.stdout[-500:]
 
 
 def test_cached_kernel_bitcode_is_parsed_only_when_linked(tmp_path):
