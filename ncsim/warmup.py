@@ -389,8 +389,9 @@ def _lazy_numba_environments() -> bool:
 def _plain_ndarray_typeof() -> bool:
     """Type a plain ndarray argument without importing numpy.ma. numba types an array argument of a
     new kind (dtype, dimensions, layout) in Python, and first asks whether it is a numpy.ma
-    MaskedArray, which it refuses: in numpy 2, `np.ma` is imported on that first access, 20-22 ms of
-    every run (`python -X importtime`, a warm `ncsim run programs/giou.s --trace`). An array whose
+    MaskedArray, which it refuses: in numpy 2, `np.ma` is imported on that first access, in every
+    run (`import numpy.ma` after numpy and numba, the collector off as in the command: 11-20 ms; 22 ms
+    under `python -X importtime` in a warm `ncsim run programs/giou.s --trace`). An array whose
     type is exactly np.ndarray is no MaskedArray (a subclass), so for those the type is made here as
     numba makes it, from numba's own helpers (numpy_support.from_dtype, map_layout, the writeable
     flag); a subclass, or a dtype numba does not take, goes to numba's function as before (its error
