@@ -190,9 +190,9 @@ def test_a_python_program_can_ask_for_the_commands_fast_loads():
 
 def test_plain_arrays_are_typed_as_numba_types_them_without_numpy_ma():
     """warmup._plain_ndarray_typeof: every kind of plain array gets the type numba's own function
-    gives (dtype, dimensions, layout, read-only), a MaskedArray and an unsupported dtype numba's own
-    error, and typing plain arrays imports no numpy.ma. In a process of its own (the change is
-    process-wide)."""
+    gives (dtype, dimensions, layout, read-only); a masked, an object and a big-endian array get what
+    numba's function gives them (an error for the masked and the big-endian one); typing plain arrays
+    imports no numpy.ma. In a process of its own (the change is process-wide)."""
     script = textwrap.dedent("""
         import sys
         import numpy as np
