@@ -81,7 +81,8 @@ def test_run_imports_neither_matplotlib_nor_torch(tmp_path):
     """matplotlib only for --timeline; torch never; ml_dtypes only for a program with a narrow float
     (relu.s is all f32). Nor what only some runs need: the TOML parser and decimal (a --config or
     --set), ctypes.util (it starts a subprocess to find libc); nor numpy.ma, which numba's typing of
-    an array argument would import (warmup._plain_ndarray_typeof)."""
+    an array argument would import (warmup._plain_ndarray_typeof); nor the GpSimd cores' interpreter
+    (relu.s has no gpsimd_call)."""
     program = Path(__file__).resolve().parent.parent / "programs" / "relu.s"
     script = textwrap.dedent(f"""
         import sys
@@ -89,7 +90,8 @@ def test_run_imports_neither_matplotlib_nor_torch(tmp_path):
         sys.argv = ["ncsim", "run", {str(program)!r}, "--out", {str(tmp_path / "r.npz")!r},
                     "--trace", {str(tmp_path / "r.json")!r}]
         main()
-        print("SEEN", [m for m in ("matplotlib", "torch", "ml_dtypes", "tomllib", "decimal", "ctypes.util", "numpy.ma") if m in sys.modules])
+        print("SEEN", [m for m in ("matplotlib", "torch", "ml_dtypes", "tomllib", "decimal", "ctypes.util", "numpy.ma",
+                                  "ncsim.gpsimd.interp") if m in sys.modules])
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -9,7 +9,7 @@ time assumes the program's control flow does not depend on the data it reads (do
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,9 +21,13 @@ from ncsim.engines.cost import Cost, cost
 from ncsim.errors import SimError
 from ncsim.gpsimd.code import CoreProgram
 from ncsim.gpsimd.fields import ARGS
-from ncsim.gpsimd.interp import CoreError, Operands, run_cores
 from ncsim.memory.access import AccessPattern, Memory
 from ncsim.memory.state import AccessError
+
+# The interpreter (its module and its numba functions) is imported by the first gpsimd_call run or
+# costed: a program without one does not pay for it (2.4-4.6 ms of a run's imports).
+if TYPE_CHECKING:
+    from ncsim.gpsimd.interp import Operands
 
 WRITABLE = ("out0", "out1")
 
@@ -41,7 +45,15 @@ def _spec(ap: AccessPattern, raw: np.ndarray, name: str) -> tuple[np.ndarray, bo
     return raw, name in WRITABLE, in_hbm, 0 if in_hbm else ap.partition, 0 if in_hbm else ap.free_elements
 
 
+def _operands(specs: list[Any]) -> Operands:
+    from ncsim.gpsimd.interp import Operands
+
+    return Operands.make(specs)
+
+
 def _run(instr: Instruction, config: Config, ops: Operands) -> Any:
+    from ncsim.gpsimd.interp import CoreError, run_cores
+
     program = program_of(instr)
     try:
         return run_cores(program, instr.operands["cores"], ops, config)
@@ -68,7 +80,7 @@ def gpsimd_call(ctx: Context) -> None:
         else:
             raw = ctx.read_raw(name)
         specs.append(_spec(ap, raw, name))
-    ops = Operands.make(specs)
+    ops = _operands(specs)
     _run(ctx.instr, ctx.config, ops)
     for j, name in enumerate(ARGS):
         if name in WRITABLE and specs[j] is not None:
@@ -104,7 +116,7 @@ def _zero_run(instr: Instruction, config: Config) -> Any:
     specs = [None if not isinstance(instr.operands[n], AccessPattern) else
              _spec(instr.operands[n], np.zeros(instr.operands[n].num_elements, instr.operands[n].dtype.storage), n)
              for n in ARGS]
-    return _run(instr, config, Operands.make(specs))
+    return _run(instr, config, _operands(specs))
 
 
 def core_cycles(instr: Instruction, config: Config) -> np.ndarray:
