@@ -93,18 +93,32 @@ def _write() -> None:
     global _added
     if not _added or _path is None or _table is None or sys.dont_write_bytecode:
         return
-    tmp = f"{_path}.{os.getpid()}.tmp"
+    table = _table if len(_table) <= MAX_ENTRIES else {k: v for k, v in _table.items() if k in _used}
     try:
-        os.makedirs(os.path.dirname(_path), exist_ok=True)
-        table = _table if len(_table) <= MAX_ENTRIES else {k: v for k, v in _table.items() if k in _used}
-        with open(tmp, "wb") as f:
-            f.write(_magic())
-            f.write(marshal.dumps(table))
-        os.replace(tmp, _path)
+        data = _magic() + marshal.dumps(table)
+    except ValueError:  # an entry marshal cannot write
+        return
+    if write_cache_file(_path, data):
         _added = 0
-    except (OSError, ValueError):
+
+
+def write_cache_file(path: str | os.PathLike[str], data: bytes) -> bool:
+    """Replace the cache file at `path` with `data` whole: written to a temporary file beside it (its
+    folder made if need be) and renamed over it, so that a process reading it, or another writing it
+    at the same time, never sees part of a file. False, and nothing left behind, where it cannot be
+    written (a read-only installation: the cache is then made again in each process)."""
+    path = os.fspath(path)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+        return True
+    except OSError:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        return False
 
 
 def cached_exec(source: Any, globals: Any = None, locals: Any = None, /) -> None:

@@ -21,7 +21,6 @@ source file or numba changes.
 from __future__ import annotations
 
 import importlib
-import os
 import pickle
 import pkgutil
 import struct
@@ -31,6 +30,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
+
+from ncsim.classcache import write_cache_file
 
 # One small program that reaches every compiled kernel: the assembler's synchronisation, the
 # functional engines (activation and its accumulators, fp32 elementwise operators computed into
@@ -268,14 +269,8 @@ def initialize_runtime(target_context: Any, cache_dir: Path | None = None) -> st
         library.finalize()
         rtsys._library = library
         rtsys._init = True
-    if path is not None:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-            temp.write_bytes(pickle.dumps(library.serialize_using_object_code()))
-            os.replace(temp, path)
-        except OSError:
-            pass  # a read-only installation: compiled in each process, as numba does
+    if path is not None:  # where it cannot be written (a read-only installation), compiled in each process
+        write_cache_file(path, pickle.dumps(library.serialize_using_object_code()))
     return "compiled"
 
 
