@@ -143,6 +143,7 @@ class Program:
     _bodies: list[Instruction] = field(default_factory=list, repr=False)  # body -> its first, decoded
     _instrs: dict[int, Instruction] = field(default_factory=dict, repr=False)
     _patterns: dict[tuple[int, int, int], Any] = field(default_factory=dict, repr=False)
+    _fields: dict[int, tuple[Any, ...]] = field(default_factory=dict, repr=False)  # body -> _variable_fields of its first
     _checked: set[str] = field(default_factory=set, repr=False)  # files linecache was checked for
 
     # ------------------------------------------------------------------ building
@@ -382,37 +383,31 @@ class Program:
 
     def waits(self, k: int) -> tuple[SemOp, ...]:
         """Every wait of instruction k, sem_wait's condition last."""
-        return tuple(SemOp(int(s), WAIT_OPS[int(o)], int(v)) for s, o, v in
-                     zip(*(a[self.wait_ptr[k]:self.wait_ptr[k + 1]] for a in (self.wait_sem, self.wait_op,
-                                                                                self.wait_value))))
+        return _sem_ops(self.wait_ptr, self.wait_sem, self.wait_op, self.wait_value, WAIT_OPS, k)
 
     def signals(self, k: int) -> tuple[SemOp, ...]:
         """Every semaphore update of instruction k, sem_signal's update last."""
-        return tuple(SemOp(int(s), SIGNAL_OPS[int(o)], int(v)) for s, o, v in
-                     zip(*(a[self.signal_ptr[k]:self.signal_ptr[k + 1]] for a in (self.signal_sem, self.signal_op,
-                                                                                    self.signal_value))))
+        return _sem_ops(self.signal_ptr, self.signal_sem, self.signal_op, self.signal_value, SIGNAL_OPS, k)
 
     def _make(self, k: int) -> Instruction:
         b = int(self.body[k])
         rep = self._bodies[b]
-        k0 = int(self.body_first[b])
-        if k == k0:
+        if k == int(self.body_first[b]):
             return rep
         waits, signals = self.waits(k), self.signals(k)
         ops = dict(rep.operands)
-        j = 0
+        fields = self._fields.get(b)
+        if fields is None:
+            fields = self._fields[b] = _variable_fields(rep)
         a0 = int(self.ap_ptr[k])
-        for operand, _ in layout(rep.spec.opcode)[0]:
-            value = rep.operands[operand.name]
-            if isinstance(operand.kind, APKind):
-                if value is not None:
-                    ops[operand.name] = self._pattern(b, j, value, int(self.ap_value[a0 + j]))
-                j += 1
-            elif isinstance(value, SemOp):  # sem_wait's condition / sem_signal's update: the last entry
-                if rep.mnemonic == "sem_wait":
-                    ops[operand.name], waits = waits[-1], waits[:-1]
-                else:
-                    ops[operand.name], signals = signals[-1], signals[:-1]
+        values = self.ap_value[a0:a0 + fields[2]].tolist()
+        for j, name in fields[0]:
+            ops[name] = self._pattern(b, j, rep.operands[name], values[j])
+        if fields[1] is not None:  # sem_wait's condition / sem_signal's update: the last entry
+            if rep.mnemonic == "sem_wait":
+                ops[fields[1]], waits = waits[-1], waits[:-1]
+            else:
+                ops[fields[1]], signals = signals[-1], signals[:-1]
         return Instruction(rep.spec, rep.engine, ops, waits, signals)
 
     def _pattern(self, b: int, j: int, rep: AccessPattern | Immediate, value: int) -> AccessPattern | Immediate:
@@ -423,7 +418,7 @@ class Program:
             if isinstance(rep, Immediate):
                 out = const_from_bits(rep.dtype.code, value)
             else:
-                out = dataclasses.replace(rep, offset=value) if value != rep.offset else rep
+                out = rep.moved(value) if value != rep.offset else rep
             self._patterns[key] = out
         return out
 
@@ -638,6 +633,34 @@ class _Reader:
             column.resize(length, refcheck=False)
         return _Columns(self.arrays, self.reps[:bodies].copy(), self.rpos[:bodies].copy(),
                         self.store[:stored].copy(), self.spos[:bodies + 1].copy(), int(bad))
+
+
+def _sem_ops(ptr: np.ndarray, sem: np.ndarray, op: np.ndarray, value: np.ndarray, names: Sequence[str],
+             k: int) -> tuple[SemOp, ...]:
+    """Rows ptr[k]..ptr[k + 1] of a program's wait or signal columns, as SemOps."""
+    lo, hi = int(ptr[k]), int(ptr[k + 1])
+    if lo == hi:
+        return ()
+    return tuple(SemOp(s, names[o], v) for s, o, v in zip(sem[lo:hi].tolist(), op[lo:hi].tolist(),
+                                                          value[lo:hi].tolist()))
+
+
+def _variable_fields(rep: Instruction) -> tuple[tuple[tuple[int, str], ...], str | None, int]:
+    """What `Program._make` replaces in a copy of a body's first instruction `rep`: ((j, name), ...) of
+    its present access-pattern operands (j: the operand's place among the row's APKind operands, its
+    ap_value row), the name of its SemOp operand (sem_wait's / sem_signal's) or None, and how many
+    APKind operands the row has (its ap_value rows)."""
+    patterns, sem = [], None
+    j = 0
+    for operand, _ in layout(rep.spec.opcode)[0]:
+        value = rep.operands[operand.name]
+        if isinstance(operand.kind, APKind):
+            if value is not None:
+                patterns.append((j, operand.name))
+            j += 1
+        elif isinstance(value, SemOp):
+            sem = operand.name
+    return tuple(patterns), sem, j
 
 
 def _columns(words: np.ndarray, word_first: np.ndarray, name: str) -> tuple[np.ndarray, _Columns]:

@@ -17,9 +17,11 @@ from ncsim.asm.assembler import Assembler, assemble, assemble_file
 from ncsim.asm.elf import read_elf, write_elf
 from ncsim.asm.instruction import decode_one
 from ncsim.config import DEFAULT
+from ncsim.memory.access import Memory
 from ncsim.program import Program
 from ncsim.runtime.machine import Machine
 from ncsim.runtime.timing import time_program
+from tests.strategies import access_patterns
 
 PROGRAMS = sorted(Path(__file__).resolve().parents[1].glob("programs/*.s"))
 ARRAYS = [f.name for f in dataclasses.fields(Program) if not f.name.startswith("_")
@@ -335,3 +337,15 @@ def test_a_program_loaded_from_a_file_keeps_nothing_of_the_file(tmp_path):
         assert np.array_equal(again.outputs[name], value, equal_nan=True)
     assert np.array_equal(again.timing.end, first.timing.end)
     assert write_elf(first.program.to_object()) == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(list(Memory)).flatmap(access_patterns), st.integers(0, 1 << 30))
+def test_a_moved_pattern_is_the_pattern_made_anew_at_that_offset(ap, offset):
+    """AccessPattern.moved (what instruction(k) makes for each offset of a loop body's pattern) gives
+    the pattern dataclasses.replace makes: equal, the same hash, span and derived sizes."""
+    moved, made = ap.moved(offset), dataclasses.replace(ap, offset=offset)
+    assert moved == made and hash(moved) == hash(made)
+    assert moved.byte_span() == made.byte_span() == made._make_span()
+    assert {f.name: getattr(moved, f.name) for f in dataclasses.fields(made)} == \
+        {f.name: getattr(made, f.name) for f in dataclasses.fields(made)}

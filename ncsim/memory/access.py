@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -106,6 +106,21 @@ class AccessPattern:
             lo, hi = (lo + reach, hi) if reach < 0 else (lo, hi + reach)
         size = self.dtype.itemsize
         return self.offset + lo * size, self.offset + hi * size + size
+
+    def moved(self, offset: int) -> AccessPattern:
+        """This pattern at byte offset `offset` (an int): what dataclasses.replace(self, offset=offset)
+        gives, its derived fields taken from this one (the span moved with it) rather than made again,
+        for the decoded program, which makes one per instruction offset of a loop body's pattern."""
+        span = self._span
+        if span is None or not isinstance(offset, _INTS):
+            return replace(self, offset=offset)
+        out = object.__new__(AccessPattern)
+        d = out.__dict__
+        d.update(self.__dict__)
+        d["offset"] = offset
+        d["_span"] = (span[0] + offset - self.offset, span[1] + offset - self.offset)
+        d["_hash"] = hash((self.memory, self.dtype, self.partition, self.partitions, offset, self.dims))
+        return out
 
     def innermost_step_bytes(self) -> int:
         return abs(self.dims[-1][0]) * self.dtype.itemsize if self.dims else self.dtype.itemsize
