@@ -125,3 +125,22 @@ def test_the_pooling_case_computes_pytorchs_adaptive_average_pool():
                 w0, w1 = j * shape[3] // ow, -(-(j + 1) * shape[3] // ow)
                 want[:, :, i, j] = x[:, :, h0:h1, w0:w1].astype(np.float64).mean(axis=(2, 3))
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_the_attention_case_computes_softmax_attention():
+    """tools/calibrate/sd_attention.py is the attention it claims to be: out = softmax(0.125 q^T k^T) v,
+    the Tensor engine's inputs in bf16, on shapes smaller than the published ones (three and two
+    query tiles, d_head 64 and 32), in fp16 and fp32."""
+    _tool()  # puts tools/ on sys.path
+    from calibrate.sd_attention import sd_attention
+
+    from ncsim import nki
+    rng = np.random.default_rng(0)
+    for seq, d, dt in ((384, 64, np.float16), (256, 32, np.float32)):
+        q, k, v = (rng.random(shape).astype(dt) for shape in ((1, d, seq), (1, seq, d), (1, seq, d)))
+        got = nki.simulate_kernel(sd_attention[1], q, k, v)
+        s = 0.125 * q[0].astype(np.float64).T @ k[0].astype(np.float64).T
+        p = np.exp(s - s.max(axis=1, keepdims=True))
+        want = (p / p.sum(axis=1, keepdims=True)) @ v[0].astype(np.float64)
+        assert got.shape == (1, seq, d) and got.dtype == dt
+        np.testing.assert_allclose(got[0], want, rtol=0, atol=3e-3)  # bf16 matmul inputs: about 3 digits

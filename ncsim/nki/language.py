@@ -427,6 +427,12 @@ def broadcast_to(x: View, shape: Any) -> View:
     tr = current("broadcast_to")
     shape = _shape(shape)
     src = tuple(x.shape)
+    if x.on_chip and len(src) == 1 < len(shape):
+        # A tile of its partition axis only (a reduction without keepdims) holds one value per
+        # partition: it is repeated along the new free axes, as a [P, 1] column would be (NKI's own
+        # kernels broadcast row sums so: nki-samples' Stable Diffusion attention, [128] to [128, 64]).
+        x = x.derive(x.partition, x.offset, x.dims + ((0, 1),) * (len(shape) - 1))
+        src = tuple(x.shape)
     if len(src) < len(shape):
         src = (1,) * (len(shape) - len(src)) + src
         x = x.derive(x.partition, x.offset, ((0, 1),) * (len(shape) - len(x.shape)) + x.dims) if not x.on_chip else x

@@ -433,6 +433,10 @@ def _dynamic_key(v: View, keys: list[Any]) -> View:
     axis = found[0]
     k = keys[axis]
     element = k if isinstance(k, View) else k.element
+    if math.prod(element.shape) != 1:
+        raise AsmError(f"index of dimension {axis}: a run-time index is one tile element (as t[i_p, offs[0, j] + i_f]);"
+                       f" this one is a tile of {list(element.shape)}, a gather of rows by a tile of indices, which"
+                       " ncsim does not implement")
     if v.on_chip and axis == 0:
         raise AsmError("a run-time index moves a view along its free axes, not across partitions")
     static = list(keys)

@@ -200,6 +200,27 @@ def test_a_partition_broadcast_is_a_matmul_with_ones(dtype):
 
 
 @nki.jit
+def scale_rows_by_their_sums(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    sums = nisa.tensor_reduce(np.add, data=t, axis=(1,))  # [128]: the partition axis only
+    nl.store(out, value=nl.copy(sums.broadcast_to((128, 40))) * t)
+    return out
+
+
+def test_a_tile_of_its_partition_axis_broadcasts_along_free_axes():
+    """A [P] tile (a reduction without keepdims) holds one value per partition; broadcast_to [P, F]
+    repeats it along the free axis, as nki-samples' Stable Diffusion attention does with its row sums
+    ([128] to [128, 64], where numpy's rule would align the 128 with the last axis)."""
+    x = np.random.default_rng(10).standard_normal((128, 40)).astype(F32)
+    sums = x.sum(axis=1, dtype=np.float64)
+    got = scale_rows_by_their_sums(x)
+    np.testing.assert_allclose(got, x * sums[:, None], rtol=1e-5, atol=1e-5)
+    assert not [i for i in nki.last_run().program.instructions if i.mnemonic == "dma_copy"
+                and i["src"].memory.label == "sbuf" and i["dst"].memory.label == "sbuf"]
+
+
+@nki.jit
 def isa_forms(x):
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     t = nl.load(x)

@@ -133,6 +133,24 @@ def test_dynamic_copies_read_their_offsets_at_run_time():
     np.testing.assert_array_equal(scatter_columns(src, cols), want)
 
 
+@nki.jit
+def gather_rows_by_tile(x):
+    out = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    rows = nisa.iota(i_p * 2, dtype=nl.int32)
+    nl.store(out[i_p, i_f], nl.load(x[rows, i_f]))
+    return out
+
+
+def test_a_tile_of_indices_is_refused_at_its_index():
+    """A run-time index is one tile element; a whole tile of row indices (a DMA gather, as
+    nki-samples' resize kernel loads) is refused where the index is written, not read as its first
+    element (which gave a [1, 64] load and a shape error at the store)."""
+    with pytest.raises(AsmError, match=r"test_isa.py:\d+:\d+: .*run-time index is one tile element.*tile of"
+                                       r" \[128, 1\], a gather of rows"):
+        nki.simulate_kernel(gather_rows_by_tile, np.zeros((256, 64), F32))
+
+
 # ------------------------------------------------------------------ Vector and Scalar forms with reductions
 @nki.jit
 def vector_forms(a, b):

@@ -1,0 +1,101 @@
+"""The fused self-attention kernel for the small heads of Stable Diffusion of aws-neuron/nki-samples
+(src/nki_samples/reference/attention.py, `fused_self_attn_for_SD_small_head_size`, before the
+reference kernels left the repository in January 2026), written here from the algorithm its docstring
+and comments document, for the latency bounds of test/unit/test_SD_attention_small_head.py
+(tests/nki/published_latencies.toml). out = softmax(0.125 * Q^T K^T) V for one batch sample:
+
+- q is [d_head, seq], k and v [seq, d_head], out [seq, d_head]; d_head <= 128, the sequence cut into
+  tiles of 128; the Tensor engine's inputs in bf16 (the kernel's default mixed precision), the
+  scores, their maxima and sums in the input dtype, the matmuls accumulating in fp32 PSUM;
+- before the main loop, every tile of v is loaded (resident in SBUF for the whole kernel), every
+  tile of q loaded and multiplied by 0.125, and every tile of k loaded transposed ([d_head, 128]);
+- for each tile of 128 queries: 32 matmuls (contracting d_head) each into a PSUM tile copied into the
+  row of scores [128, seq], and the negated maximum of each such block taken on Vector as it comes;
+  the minimum of those (minus the row's maximum), one exp over the whole row on Scalar with it as
+  bias, its sum, a bf16 copy, the reciprocal of the sum broadcast to [128, d_head]; each 128 x 128
+  block of the bf16 row transposed on the Tensor engine, then the matmuls with v's tiles
+  accumulating [d_head, 128] in PSUM (contracting the keys); that copied out, multiplied by the
+  transposed reciprocals and stored transposed into out's [128, d_head] rows.
+
+One form differs from the documented kernel's, for ncsim's front end, not in the work: each
+transpose's PSUM result is copied into SBUF by an explicit nl.copy (the documented kernel assigns it
+to an SBUF tensor; the Tensor engine writes PSUM, so the copy is there either way). The documented
+kernel's comments say it counts on the compiler to merge the exponential with the sum into one Scalar
+instruction, and leave the PSUM copy of each score block separate from its maximum, as a copy a
+TensorScalarCacheReduce instruction would save; ncsim emits each call as written
+(docs/timing.md "Calibration" says what the merges would change).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import ncsim.nki.isa as nisa
+import ncsim.nki.language as nl
+from ncsim import nki
+from ncsim.nki.typing import tensor
+
+TILE = 128  # queries, keys and values per tile (the kernel's fixed tile size)
+SCALE = 0.125  # the softmax scale, multiplied onto q
+
+
+@nki.jit
+def sd_attention(q, k, v):
+    d, seq = q.shape[1], q.shape[2]
+    dt = q.dtype
+    pe = nl.bfloat16  # the Tensor engine's inputs (mixed precision)
+    n = seq // TILE
+    b = nl.program_id(axis=0)
+    out = nl.ndarray((q.shape[0], seq, d), dtype=dt, buffer=nl.shared_hbm)
+
+    v_sb = nl.ndarray((nl.par_dim(TILE), n, d), dtype=pe)  # [keys, tile, d_head]
+    for j in nl.affine_range(n):
+        v_sb[0:TILE, j, 0:d] = nl.load(v[b, j * TILE:(j + 1) * TILE, 0:d], dtype=pe)
+    q_sb = nl.ndarray((n, nl.par_dim(d), TILE), dtype=pe)
+    for i in nl.affine_range(n):
+        q_sb[i, 0:d, 0:TILE] = nl.load(q[b, 0:d, i * TILE:(i + 1) * TILE], dtype=pe) * SCALE
+    kt_sb = nl.ndarray((n, nl.par_dim(d), TILE), dtype=pe)
+    for j in nl.affine_range(n):
+        kt_sb[j, 0:d, 0:TILE] = nl.load_transpose2d(k[b, j * TILE:(j + 1) * TILE, 0:d], dtype=pe)
+
+    for i in nl.affine_range(n):
+        scores = nl.ndarray((nl.par_dim(TILE), seq), dtype=dt)
+        neg_max = nl.ndarray((nl.par_dim(TILE), n), dtype=dt)
+        for j in nl.affine_range(n):
+            block = nl.zeros((nl.par_dim(TILE), TILE), dtype=np.float32, buffer=nl.psum)
+            block[0:TILE, 0:TILE] += nisa.nc_matmul(stationary=q_sb[i, 0:d, 0:TILE], moving=kt_sb[j, 0:d, 0:TILE])
+            scores[0:TILE, j * TILE:(j + 1) * TILE] = nl.copy(block, dtype=dt)
+            neg_max[0:TILE, j:j + 1] = nisa.tensor_reduce(np.max, data=scores[0:TILE, j * TILE:(j + 1) * TILE],
+                                                          axis=(1,), dtype=dt, negate=True)
+        row_neg_max = nisa.tensor_reduce(np.min, data=neg_max, axis=(1,), dtype=dt)
+        exps = nisa.activation(np.exp, data=scores, bias=row_neg_max, scale=1.0)
+        sums = nisa.tensor_reduce(np.add, data=exps, axis=(1,), dtype=dt)
+        probs = nl.ndarray((nl.par_dim(TILE), seq), dtype=pe)
+        probs[0:TILE, 0:seq] = nl.copy(exps, dtype=pe)
+        inv = nl.ndarray((nl.par_dim(TILE), d), dtype=dt)
+        inv[0:TILE, 0:d] = nl.copy((1.0 / sums).broadcast_to((TILE, d)), dtype=dt)
+
+        probs_t = nl.ndarray((nl.par_dim(TILE), n, TILE), dtype=pe)  # [keys, tile, queries]
+        for j in nl.affine_range(n):
+            block_t = nisa.nc_transpose(probs[0:TILE, j * TILE:(j + 1) * TILE])  # into PSUM
+            probs_t[0:TILE, j, 0:TILE] = nl.copy(block_t, dtype=pe)
+        acc = nl.zeros((nl.par_dim(d), TILE), dtype=np.float32, buffer=nl.psum)  # [d_head, queries]
+        for j in nl.affine_range(n):
+            acc[0:d, 0:TILE] += nisa.nc_matmul(stationary=v_sb[0:TILE, j, 0:d], moving=probs_t[0:TILE, j, 0:TILE])
+        res = nl.copy(acc, dtype=dt) * nisa.nc_transpose(inv)
+        ip, jf = nl.arange(d)[:, None], nl.arange(TILE)[None, :]
+        nl.store(out[b, i * TILE + jf, ip], value=res)  # [d_head, queries] into [queries, d_head] rows
+    return out
+
+
+def _case(seq: int, d: int, dtype):
+    return lambda: (sd_attention[1], (tensor[[1, d, seq], dtype], tensor[[1, seq, d], dtype],
+                                      tensor[[1, seq, d], dtype]))
+
+
+# test/unit/test_SD_attention_small_head.py's perf cases: batch 1, seq_len, d_head, dtype
+CASES = {
+    "s4096_d128_f32": _case(4096, 128, nl.float32),
+    "s4096_d128_bf16": _case(4096, 128, nl.bfloat16),
+    "s4096_d64_f16": _case(4096, 64, nl.float16),
+}
