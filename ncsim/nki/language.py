@@ -394,7 +394,10 @@ def assign(target: View, value: Any) -> None:
         tr.emit("memset", "vector", dst=target, value=constant(value))
         return
     if value.pending is not None and value._buf is None and value.shape == target.shape and (
-            target.on_chip or value.pending.mnemonic == "dma_copy"):
+            target.on_chip or value.pending.mnemonic == "dma_copy") and not (
+            value.pending.memory == "psum" and target.memory != "psum"):
+        # (a result that must be made in PSUM, a Tensor engine transpose's or matmul's, assigned to an
+        # SBUF tensor is made in PSUM, then copied: what NKI's compiler does with such an assignment)
         p = tr.take(value)
         tr.emit_pending(p, target)
         value._buf, value.partition, value.offset, value.dims = target.buf, target.partition, target.offset, target.dims

@@ -221,6 +221,29 @@ def test_a_tile_of_its_partition_axis_broadcasts_along_free_axes():
 
 
 @nki.jit
+def transposes_into_sbuf(x):
+    out = nl.ndarray((x.shape[1], x.shape[0]), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    tt = nl.ndarray((nl.par_dim(x.shape[1]), x.shape[0]), dtype=x.dtype)  # an SBUF tensor
+    tt[...] = nisa.nc_transpose(t)
+    nl.store(out, value=tt)
+    return out
+
+
+def test_a_tensor_engine_result_assigned_to_sbuf_is_made_in_psum_then_copied():
+    """`sbuf_tensor[...] = nisa.nc_transpose(t)` (as nki-samples' attention kernel writes it): the
+    Tensor engine writes PSUM only, so the transpose goes to a PSUM tile and a tensor_copy brings it
+    into the SBUF tensor (it was refused by rule transpose); the values are the transpose."""
+    x = np.random.default_rng(11).standard_normal((96, 64)).astype(F32)
+    np.testing.assert_array_equal(transposes_into_sbuf(x), x.T)
+    instrs = nki.last_run().program.instructions
+    tr = [i for i in instrs if i.mnemonic == "nc_transpose"]
+    cp = [i for i in instrs if i.mnemonic == "tensor_copy"]
+    assert len(tr) == 1 and tr[0]["dst"].memory.label == "psum"
+    assert len(cp) == 1 and cp[0]["src"] == tr[0]["dst"] and cp[0]["dst"].memory.label == "sbuf"
+
+
+@nki.jit
 def isa_forms(x):
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     t = nl.load(x)

@@ -17,13 +17,10 @@ and comments document, for the latency bounds of test/unit/test_SD_attention_sma
   accumulating [d_head, 128] in PSUM (contracting the keys); that copied out, multiplied by the
   transposed reciprocals and stored transposed into out's [128, d_head] rows.
 
-One form differs from the documented kernel's, for ncsim's front end, not in the work: each
-transpose's PSUM result is copied into SBUF by an explicit nl.copy (the documented kernel assigns it
-to an SBUF tensor; the Tensor engine writes PSUM, so the copy is there either way). The documented
-kernel's comments say it counts on the compiler to merge the exponential with the sum into one Scalar
-instruction, and leave the PSUM copy of each score block separate from its maximum, as a copy a
-TensorScalarCacheReduce instruction would save; ncsim emits each call as written
-(docs/timing.md "Calibration" says what the merges would change).
+The documented kernel's comments say it counts on the compiler to merge the exponential with the
+sum into one Scalar instruction, and leave the PSUM copy of each score block separate from its
+maximum, as a copy a TensorScalarCacheReduce instruction would save; ncsim emits each call as
+written (docs/timing.md "Calibration" says what the merges would change).
 """
 
 from __future__ import annotations
@@ -77,8 +74,7 @@ def sd_attention(q, k, v):
 
         probs_t = nl.ndarray((nl.par_dim(TILE), n, TILE), dtype=pe)  # [keys, tile, queries]
         for j in nl.affine_range(n):
-            block_t = nisa.nc_transpose(probs[0:TILE, j * TILE:(j + 1) * TILE])  # into PSUM
-            probs_t[0:TILE, j, 0:TILE] = nl.copy(block_t, dtype=pe)
+            probs_t[0:TILE, j, 0:TILE] = nisa.nc_transpose(probs[0:TILE, j * TILE:(j + 1) * TILE])
         acc = nl.zeros((nl.par_dim(d), TILE), dtype=np.float32, buffer=nl.psum)  # [d_head, queries]
         for j in nl.affine_range(n):
             acc[0:d, 0:TILE] += nisa.nc_matmul(stationary=v_sb[0:TILE, j, 0:d], moving=probs_t[0:TILE, j, 0:TILE])
