@@ -33,13 +33,17 @@ DST = "<dst>"  # in Context.fp32_into's steps: the destination, as the step befo
 
 
 class Context:
-    def __init__(self, machine: Machine, engine: str, index: int, instr: Instruction):
+    def __init__(self, machine: Machine, engine: str, index: int, instr: Instruction, body: int | None = None):
+        """`body`: the decoded program's body of the instruction (Program.body), if known: instructions
+        of one body differ only in their offsets and constants, so what fp32_into finds from the rest
+        is found once per body (Machine.plans)."""
         self.machine = machine
         self.config = machine.config
         self.mem = machine.mem
         self.engine = engine
         self.index = index
         self.instr = instr
+        self.body = body
         self.state: dict[str, Any] = machine.engine_state[engine]  # per-engine registers (Scalar accumulators)
 
     # ------------------------------------------------------------------ operands
@@ -171,34 +175,31 @@ class Context:
         than dst, a tile that overlaps dst without being it, a dst that visits a byte twice, views the
         compiled kernel does not take (contiguous or unaligned). The caller then computes the
         general way."""
+        plans = self.machine.plans
+        key = None if self.body is None else (self.body, dst, tuple(steps), scalars)
+        plan = plans.get(key, _UNPLANNED) if key is not None else _UNPLANNED
+        if plan is _UNPLANNED:
+            plan = self._fp32_plan(dst, steps, scalars)
+            if key is not None:
+                plans[key] = plan
+        if plan is None:
+            return False
+        codes, names, kinds = plan
         ops = self.instr.operands
         d = ops[dst]
-        if not isinstance(d, AccessPattern) or d.dtype != dtypes.FLOAT32 or not d.on_chip:
-            return False
-        codes = []
-        names: list[str] = []
-        for op, x, y in steps:
-            code = alu.INTO_CODES.get(op)
-            if code is None:
-                return False
-            codes.append(code)
-            names += [n for n in (x, y) if isinstance(n, str) and n != DST and n not in names]
         mem = self.mem
         try:
             out = mem.view5(d)
-            if out is None or _self_overlaps(d):
+            if out is None:
                 return False
             arrays: dict[Any, np.ndarray | None] = {DST: out}
-            for n in names:
+            for n, kind in zip(names, kinds):
                 v = ops[n]
-                if isinstance(v, Immediate):
+                if kind == _IMMEDIATE:
                     arrays[n] = _constant5(v.value, out.shape)
-                elif not isinstance(v, AccessPattern) or v.dtype.storage != np.float32:
-                    return False
-                elif n in scalars:
-                    self.check_column(n, v, d.partitions)  # the general path's error, if any
+                elif kind == _COLUMN:
                     arrays[n] = mem.column5(v, out.shape, 5 - len(d.shape)) if v.on_chip else None
-                elif v.shape != d.shape or (v != d and _may_overlap(v, d)):
+                elif _may_overlap(v, d) and v != d:
                     return False
                 else:
                     arrays[n] = mem.view5(v)
@@ -206,14 +207,48 @@ class Context:
                     return False
         except AccessError:
             return False  # the general path says where
-        for n in names:
-            if not isinstance(ops[n], Immediate):
+        for n, kind in zip(names, kinds):
+            if kind != _IMMEDIATE:
                 self._note_read(n, ops[n])
         mem.mark_written(d)
         self.machine.record(self, d, write=True)
         for code, (_, x, y) in zip(codes, steps):
             alu.apply_into(code, _operand(arrays, x, out.shape), _operand(arrays, y, out.shape), out)
         return True
+
+    def _fp32_plan(self, dst: str, steps: Sequence[tuple[str, Any, Any]],
+                   scalars: tuple[str, ...]) -> tuple[list[int], list[str], list[int]] | None:
+        """What fp32_into finds without the instruction's offsets and constants (the same for every
+        instruction of its body): the operators' codes, the operands it reads and the kind of each
+        (_IMMEDIATE, _COLUMN, _TILE); None where the path cannot apply whatever the offsets. Raises the
+        general path's error for a column operand of the wrong shape."""
+        ops = self.instr.operands
+        d = ops[dst]
+        if not isinstance(d, AccessPattern) or d.dtype != dtypes.FLOAT32 or not d.on_chip or _self_overlaps(d):
+            return None
+        codes = []
+        names: list[str] = []
+        for op, x, y in steps:
+            code = alu.INTO_CODES.get(op)
+            if code is None:
+                return None
+            codes.append(code)
+            names += [n for n in (x, y) if isinstance(n, str) and n != DST and n not in names]
+        kinds = []
+        for n in names:
+            v = ops[n]
+            if isinstance(v, Immediate):
+                kinds.append(_IMMEDIATE)
+            elif not isinstance(v, AccessPattern) or v.dtype.storage != np.float32:
+                return None
+            elif n in scalars:
+                self.check_column(n, v, d.partitions)  # the general path's error, if any
+                kinds.append(_COLUMN)
+            elif v.shape != d.shape:
+                return None
+            else:
+                kinds.append(_TILE)
+        return codes, names, kinds
 
     # ------------------------------------------------------------------ shapes
     def rows(self, *names: str) -> tuple[int, int]:
@@ -238,6 +273,8 @@ class Context:
 
 
 # ---------------------------------------------------------------------- fp32_into's helpers
+_UNPLANNED = object()  # Machine.plans has no entry for the key
+_IMMEDIATE, _COLUMN, _TILE = range(3)  # how fp32_into reads an operand (_fp32_plan)
 _CONSTANTS: dict[tuple[float, float, tuple[int, ...]], np.ndarray] = {}
 
 

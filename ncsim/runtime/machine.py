@@ -94,6 +94,10 @@ class Machine:
         # whose instructions are known to keep them under this configuration (the assembler made it, or
         # verify_program checked it) skips that: the functions behind the check are run directly.
         self.rules_kept = self.program.rules_kept is not None and self.program.rules_kept == config
+        # What Context.fp32_into finds once per body of the program (its operators, operands and their
+        # kinds), by (body, destination, steps, scalar operands); and each instruction's body, as a list.
+        self.plans: dict[tuple, object] = {}
+        self._body: list[int] | None = None
 
     # ------------------------------------------------------------------ the program
     def loc(self, engine: str, index: int) -> SourceLoc | None:
@@ -148,6 +152,8 @@ class Machine:
         wptr, wsem, wop, wval = (a.tolist() for a in (prog.wait_ptr, prog.wait_sem, prog.wait_op, prog.wait_value))
         signals = tuple(a.tolist() for a in (prog.signal_ptr, prog.signal_sem, prog.signal_op, prog.signal_value))
         sems = self.sems
+        if self._body is None:
+            self._body = prog.body.tolist()
         moved = True
         while moved:
             moved = False
@@ -178,7 +184,7 @@ class Machine:
         """Run instruction k (`index` of `engine`'s stream), then apply its semaphore updates (`signals`:
         the program's signal columns as lists)."""
         instr = self.program.instruction(k)
-        ctx = Context(self, engine, index, instr)
+        ctx = Context(self, engine, index, instr, self._body[k])
         execute = instr.spec.slots["execute"]
         if self.rules_kept:
             execute = getattr(execute, "__wrapped__", execute)

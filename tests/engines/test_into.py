@@ -202,3 +202,40 @@ def test_rules_still_checked_for_instructions_built_in_python():
     with pytest.raises(SimError, match=r"\(rule alu-engine\)"):
         Machine(prog, DEFAULT, "<test>").run()
     assert isa.BY_MNEMONIC["tensor_tensor"].slots["execute"].__wrapped__  # what a kept program runs
+
+
+BODY_PROGRAM = """\
+.kernel body_plans
+.hbm  xin  f32[8, 64] in
+.hbm  yin  f32[8, 32] in
+.hbm  out  f32[8, 64] out
+.sbuf x    f32[8, 64]
+.sbuf y    f32[8, 32]
+dma_copy x, xin
+dma_copy y, yin
+.for i in 0..3
+  tensor_tensor x[:, i : i + 32], x[:, 0:32], y, add
+  tensor_scalar x[:, 32:64], x[:, 32:64], multiply, i + 1
+.end
+dma_copy out, x
+"""
+
+
+def test_instructions_of_one_body_take_their_own_offsets_and_constants(tmp_path):
+    """fp32_into finds a body's operators and operand kinds once (Machine.plans), but what depends on
+    each instruction's offsets and constants per instruction: the loop's tensor_tensor is in place at
+    i = 0 and overlaps its operand otherwise (then the general path), its tensor_scalar multiplies by
+    i + 1. The values are numpy's, computed in order."""
+    import ncsim
+
+    rng = np.random.default_rng(5)
+    xin, yin = rng.standard_normal((8, 64)).astype(np.float32), rng.standard_normal((8, 32)).astype(np.float32)
+    path = tmp_path / "body_plans.s"
+    path.write_text(BODY_PROGRAM)
+    run = ncsim.run(str(path), {"xin": xin, "yin": yin}, check=False, timing=False)
+    assert run.program.body.tolist()[:6] == [0, 1, 0, 1, 0, 1]
+    x = xin.copy()
+    for i in range(3):
+        x[:, i:i + 32] = x[:, 0:32] + yin
+        x[:, 32:64] = x[:, 32:64] * np.float32(i + 1)
+    assert np.array_equal(run.outputs["out"].view(np.uint32), x.view(np.uint32))
