@@ -144,6 +144,11 @@ class Program:
     _instrs: dict[int, Instruction] = field(default_factory=dict, repr=False)
     _patterns: dict[tuple[int, int, int], Any] = field(default_factory=dict, repr=False)
     _fields: dict[int, tuple[Any, ...]] = field(default_factory=dict, repr=False)  # body -> _variable_fields of its first
+    # One object for each distinct access pattern of the instructions made here: the functional machine
+    # keys its memory's caches by pattern, and a lookup with the very object a cache holds skips the
+    # comparison of their fields (AccessPattern.__eq__), which two equal patterns of different bodies
+    # (a tile one instruction writes and the next reads) would otherwise pay at each lookup.
+    _interned: dict[AccessPattern, AccessPattern] = field(default_factory=dict, repr=False)
     _checked: set[str] = field(default_factory=set, repr=False)  # files linecache was checked for
 
     # ------------------------------------------------------------------ building
@@ -417,14 +422,23 @@ class Program:
         if out is None:
             if isinstance(rep, Immediate):
                 out = const_from_bits(rep.dtype.code, value)
+            elif value == rep.offset:
+                out = rep
             else:
-                out = rep.moved(value) if value != rep.offset else rep
+                moved = rep.moved(value)
+                out = self._interned.setdefault(moved, moved)
             self._patterns[key] = out
         return out
 
     def _decode(self, b: int) -> Instruction:
-        """Body b's first instruction decoded from its words (only those are decoded)."""
-        return decode_one(self.body_words[self.body_pos[b]:self.body_pos[b + 1]].tobytes(), 0)[0]
+        """Body b's first instruction decoded from its words (only those are decoded), its access
+        patterns interned (see _interned)."""
+        instr = decode_one(self.body_words[self.body_pos[b]:self.body_pos[b + 1]].tobytes(), 0)[0]
+        ops = instr.operands
+        for name, v in ops.items():
+            if isinstance(v, AccessPattern):
+                ops[name] = self._interned.setdefault(v, v)
+        return instr
 
     def encoded(self, ks: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(words, pos): instructions `ks` (all by default; ascending) encoded again from the columns
