@@ -253,12 +253,21 @@ class Context:
     # ------------------------------------------------------------------ shapes
     def rows(self, *names: str) -> tuple[int, int]:
         """(partitions, free elements) shared by the named tile operands, else a shape error: an
-        elementwise instruction walks every operand's pattern in lockstep."""
+        elementwise instruction walks every operand's pattern in lockstep. Shapes are a body's, so the
+        answer is found once per body (Machine.plans)."""
+        key = None if self.body is None else (self.body, names)
+        if key is not None:
+            shared = self.machine.plans.get(key)
+            if shared is not None:
+                return shared  # type: ignore[return-value]
         aps = [(n, self.ap(n)) for n in names]
         problem = lockstep(aps)
         if problem:
             raise self.fail(problem)
-        return aps[0][1].partitions, aps[0][1].free_elements
+        shared = aps[0][1].partitions, aps[0][1].free_elements
+        if key is not None:
+            self.machine.plans[key] = shared
+        return shared
 
     def read2d(self, name: str) -> np.ndarray:
         """read(name) as [partitions, free elements] float32."""

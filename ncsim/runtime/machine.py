@@ -94,8 +94,9 @@ class Machine:
         # whose instructions are known to keep them under this configuration (the assembler made it, or
         # verify_program checked it) skips that: the functions behind the check are run directly.
         self.rules_kept = self.program.rules_kept is not None and self.program.rules_kept == config
-        # What Context.fp32_into finds once per body of the program (its operators, operands and their
-        # kinds), by (body, destination, steps, scalar operands); and each instruction's body, as a list.
+        # What the Context of an instruction finds once per body of the program: fp32_into's operators,
+        # operands and their kinds, by (body, destination, steps, scalar operands), and rows' shared
+        # shape, by (body, operand names); and each instruction's body, as a list.
         self.plans: dict[tuple, object] = {}
         self._body: list[int] | None = None
 
