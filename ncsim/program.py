@@ -323,9 +323,9 @@ class Program:
     def constant_slots(self, k: int) -> list[int]:
         """The slots of instruction k's ap_value columns (ap_ptr[k] + slot) that hold constants (its
         Immediate operands); the same for every instruction of its body."""
-        rep = self.instruction(k)
-        aps = [rep.operands[op.name] for op, _ in layout(rep.spec.opcode)[0] if isinstance(op.kind, APKind)]
-        return [j for j, v in enumerate(aps) if isinstance(v, Immediate)]
+        b = int(self.body[k])
+        rep = self._bodies[b]
+        return [j for j, name in self._body_fields(b)[0] if isinstance(rep.operands[name], Immediate)]
 
     def on_chip_extents(self) -> dict[Memory, int]:
         """The end of the furthest footprint in each partition of SBUF and PSUM (bytes; 0 if none):
@@ -401,9 +401,7 @@ class Program:
             return rep
         waits, signals = self.waits(k), self.signals(k)
         ops = dict(rep.operands)
-        fields = self._fields.get(b)
-        if fields is None:
-            fields = self._fields[b] = _variable_fields(rep)
+        fields = self._body_fields(b)
         a0 = int(self.ap_ptr[k])
         values = self.ap_value[a0:a0 + fields[2]].tolist()
         for j, name in fields[0]:
@@ -414,6 +412,13 @@ class Program:
             else:
                 ops[fields[1]], signals = signals[-1], signals[:-1]
         return Instruction(rep.spec, rep.engine, ops, waits, signals)
+
+    def _body_fields(self, b: int) -> tuple[Any, ...]:
+        """_variable_fields of body b's first instruction, made once."""
+        fields = self._fields.get(b)
+        if fields is None:
+            fields = self._fields[b] = _variable_fields(self._bodies[b])
+        return fields
 
     def _pattern(self, b: int, j: int, rep: AccessPattern | Immediate, value: int) -> AccessPattern | Immediate:
         """Operand j of body b with its own offset (or constant bits) `value`; one object per distinct value."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -175,13 +175,7 @@ class Context:
         than dst, a tile that overlaps dst without being it, a dst that visits a byte twice, views the
         compiled kernel does not take (contiguous or unaligned). The caller then computes the
         general way."""
-        plans = self.machine.plans
-        key = None if self.body is None else (self.body, dst, tuple(steps), scalars)
-        plan = plans.get(key, _UNPLANNED) if key is not None else _UNPLANNED
-        if plan is _UNPLANNED:
-            plan = self._fp32_plan(dst, steps, scalars)
-            if key is not None:
-                plans[key] = plan
+        plan = self._per_body((dst, tuple(steps), scalars), lambda: self._fp32_plan(dst, steps, scalars))
         if plan is None:
             return False
         codes, names, kinds = plan
@@ -250,24 +244,31 @@ class Context:
                 kinds.append(_TILE)
         return codes, names, kinds
 
+    def _per_body(self, key: tuple, make: Callable[[], Any]) -> Any:
+        """make(), made once per body of the program (Machine.plans, under (body, *key)) where the
+        instruction's body is known: for what depends only on what the instructions of a body share."""
+        if self.body is None:
+            return make()
+        key = (self.body, *key)
+        plans = self.machine.plans
+        found = plans.get(key, _UNPLANNED)
+        if found is _UNPLANNED:
+            found = plans[key] = make()
+        return found
+
     # ------------------------------------------------------------------ shapes
     def rows(self, *names: str) -> tuple[int, int]:
         """(partitions, free elements) shared by the named tile operands, else a shape error: an
         elementwise instruction walks every operand's pattern in lockstep. Shapes are a body's, so the
-        answer is found once per body (Machine.plans)."""
-        key = None if self.body is None else (self.body, names)
-        if key is not None:
-            shared = self.machine.plans.get(key)
-            if shared is not None:
-                return shared  # type: ignore[return-value]
+        answer is found once per body."""
+        return self._per_body((names,), lambda: self._rows(names))
+
+    def _rows(self, names: tuple[str, ...]) -> tuple[int, int]:
         aps = [(n, self.ap(n)) for n in names]
         problem = lockstep(aps)
         if problem:
             raise self.fail(problem)
-        shared = aps[0][1].partitions, aps[0][1].free_elements
-        if key is not None:
-            self.machine.plans[key] = shared
-        return shared
+        return aps[0][1].partitions, aps[0][1].free_elements
 
     def read2d(self, name: str) -> np.ndarray:
         """read(name) as [partitions, free elements] float32."""

@@ -98,7 +98,7 @@ class Machine:
         # operands and their kinds, by (body, destination, steps, scalar operands), and rows' shared
         # shape, by (body, operand names); and each instruction's body, as a list.
         self.plans: dict[tuple, object] = {}
-        self._body: list[int] | None = None
+        self._body: list[int] = self.program.body.tolist()
 
     # ------------------------------------------------------------------ the program
     def loc(self, engine: str, index: int) -> SourceLoc | None:
@@ -153,8 +153,6 @@ class Machine:
         wptr, wsem, wop, wval = (a.tolist() for a in (prog.wait_ptr, prog.wait_sem, prog.wait_op, prog.wait_value))
         signals = tuple(a.tolist() for a in (prog.signal_ptr, prog.signal_sem, prog.signal_op, prog.signal_value))
         sems = self.sems
-        if self._body is None:
-            self._body = prog.body.tolist()
         moved = True
         while moved:
             moved = False
