@@ -33,8 +33,9 @@ import numpy as np
 
 from ncsim.config import Config
 from ncsim.errors import AsmError, NcsimError
-from ncsim.nki import isa, language, typing
+from ncsim.nki import compiler, isa, language, typing
 from ncsim.nki.alias import install_alias
+from ncsim.nki.compiler import FORCE_AUTO
 from ncsim.nki.emit import asm_text, emit_asm, save_asm
 from ncsim.nki.tensor import Buffer, View, numpy_dtype, to_dtype
 from ncsim.nki.tracer import DEFAULT_BUFFERS, Tracer
@@ -45,7 +46,8 @@ if TYPE_CHECKING:
     from ncsim.asm.objfile import ObjectFile
     from ncsim.runtime.run import RunResult
 
-__all__ = ["Kernel", "NkiRun", "asm_text", "baremetal", "benchmark", "emit_asm", "install_alias", "isa", "jit",
+__all__ = ["Kernel", "NkiRun", "asm_text", "baremetal", "benchmark", "compiler", "emit_asm", "install_alias", "isa",
+           "jit",
            "language", "last_run", "profile", "simulate_kernel", "trace", "typing"]
 
 # Settings of `ncsim nki` (the command line): every run timing-only, and a line on stderr per run.
@@ -151,6 +153,7 @@ def simulate(kernel: Any, args: tuple, kwargs: dict, *, values: bool | None = No
     func = k.func
     name = getattr(func, "__name__", "kernel")
     tracer = Tracer(name if name.isidentifier() else "kernel", config, buffers, batch)
+    tracer.force_auto = bool(getattr(func, FORCE_AUTO, False))
     bound = inspect.signature(func).bind(*args, **kwargs)
     inputs: dict[str, np.ndarray] = {}
     arg_buffers: dict[str, tuple[Buffer, np.ndarray | None]] = {}
@@ -208,6 +211,7 @@ def simulate(kernel: Any, args: tuple, kwargs: dict, *, values: bool | None = No
     verify_program(decoded, config)
     seconds["load"] = time.perf_counter() - clock
     clock = time.perf_counter()
+    inputs.update(tracer.constant_values)  # nl.shared_constant tensors
     result = run(decoded, inputs if values else None, config=config, sidecar=False, check=False, values=values)
     seconds["timing"] = result.timing_seconds
     seconds["races"] = time.perf_counter() - clock - result.timing_seconds - result.seconds

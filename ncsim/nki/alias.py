@@ -1,6 +1,6 @@
 """The `neuronxcc.nki` import alias, installed only on request (`ncsim nki FILE.py` or
 `ncsim.nki.install_alias()`): afterwards `import neuronxcc.nki as nki`, `neuronxcc.nki.language`,
-`.isa`, `.typing` and `from neuronxcc.nki.language import par_dim` resolve to ncsim.nki."""
+`.isa`, `.typing`, `.compiler` and `from neuronxcc.nki.language import par_dim` resolve to ncsim.nki."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import types
 
 
 def install_alias() -> None:
-    """Make `neuronxcc.nki` (and its language, isa and typing modules) name ncsim.nki's."""
+    """Make `neuronxcc.nki` (and its language, isa, typing and compiler modules) name ncsim.nki's."""
     from ncsim import nki
-    from ncsim.nki import isa, language, typing
+    from ncsim.nki import compiler, isa, language, typing
 
     existing = sys.modules.get("neuronxcc")
     if existing is not None and not getattr(existing, "__ncsim_alias__", False):
@@ -25,11 +25,12 @@ def install_alias() -> None:
     sys.modules["neuronxcc.nki.language"] = language
     sys.modules["neuronxcc.nki.isa"] = isa
     sys.modules["neuronxcc.nki.typing"] = typing
+    sys.modules["neuronxcc.nki.compiler"] = compiler
 
 
 def remove_alias() -> None:
     """Undo install_alias (for tests)."""
     if getattr(sys.modules.get("neuronxcc"), "__ncsim_alias__", False):
         for name in ("neuronxcc", "neuronxcc.nki", "neuronxcc.nki.language", "neuronxcc.nki.isa",
-                     "neuronxcc.nki.typing"):
+                     "neuronxcc.nki.typing", "neuronxcc.nki.compiler"):
             sys.modules.pop(name, None)

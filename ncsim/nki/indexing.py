@@ -146,9 +146,13 @@ class Mask:
     terms: tuple[tuple[Index, str], ...]
 
     def __and__(self, other: object) -> Mask:
+        if isinstance(other, (bool, np.bool_)):  # a condition on loop variables: an int in ncsim's loops
+            return self if other else Mask(self.terms + ((Index(-1, (), (), 0), ">="),))
         if not isinstance(other, Mask):
             return NotImplemented
         return Mask(self.terms + other.terms)
+
+    __rand__ = __and__
 
     def __bool__(self) -> bool:
         raise AsmError("a mask has no truth value while tracing: pass it as mask=")

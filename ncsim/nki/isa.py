@@ -144,9 +144,10 @@ def _sbuf(x: View) -> View:
 # ------------------------------------------------------------------ Tensor engine
 def nc_matmul(stationary: View, moving: View, *, is_stationary_onezero: bool = False, is_moving_onezero: bool = False,
               is_transpose: bool = False, mask: Any = None, **_: Any) -> View:
-    """stationary.T @ moving into a new PSUM tile of fp32 (`psum += nisa.nc_matmul(...)` accumulates)."""
-    if is_transpose:
-        raise current().fail("nisa.nc_matmul(is_transpose=True) is not supported yet; use nisa.nc_transpose")
+    """stationary.T @ moving into a new PSUM tile of fp32 (`psum += nisa.nc_matmul(...)` accumulates).
+    is_transpose=True computes the same: on NeuronCore-v2 it is a hint that `moving` is an identity
+    (the nki.isa.nc_matmul reference of SDK 2.21: "hints to the compiler that this is a transpose
+    operation with moving as an identity matrix"; the Tensor engine's transpose mode starts with v3)."""
     return nl.nc_matmul_result(nl._tile(stationary, "nc_matmul", "stationary"), nl._tile(moving, "nc_matmul", "moving"))
 
 

@@ -21,8 +21,10 @@ from ncsim import dtypes
 from ncsim.config import DEFAULT
 from ncsim.errors import AsmError
 from ncsim.isa import ACTIVATION_FUNCS
+from ncsim.nki import tracer as _tracer
+from ncsim.nki.compiler import Direct as _Direct
 from ncsim.nki.indexing import Mask, arange, ds, mgrid
-from ncsim.nki.tensor import View, tfloat32, to_dtype
+from ncsim.nki.tensor import View, numpy_dtype, tfloat32, to_dtype
 from ncsim.nki.tracer import constant, current, user_place
 
 __all__ = ["arange", "ds", "mgrid", "tfloat32"]  # the rest are listed by NAMES below
@@ -156,13 +158,54 @@ def program_ndim() -> int:
     return len(current("nl.program_ndim").grid)
 
 
-def affine_range(*args: int, **_: Any) -> range:
+class _Range:
+    """The range of an nl.affine_range / sequential_range loop: its body runs in Python once per
+    iteration (the loop unrolls; iterations overlap through the buffer policy), and the tracer counts
+    the loops running, so that a direct allocation in the body keeps the places of its first run
+    (ncsim.nki.compiler). It reads as the range it holds."""
+
+    __slots__ = ("r",)
+
+    def __init__(self, r: range):
+        self.r = r
+
+    def __iter__(self) -> Any:
+        tr = _tracer._current
+        return iter(self.r) if tr is None else tr.loop(self.r)
+
+    def __len__(self) -> int:
+        return len(self.r)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self.r[i]
+
+    def __reversed__(self) -> Any:
+        return reversed(self.r)
+
+    def __contains__(self, x: Any) -> bool:
+        return x in self.r
+
+    def __eq__(self, other: Any) -> bool:
+        return self.r == (other.r if isinstance(other, _Range) else other)
+
+    def __hash__(self) -> int:
+        return hash(self.r)
+
+    def __repr__(self) -> str:
+        return repr(self.r)
+
+
+def affine_range(*args: int, **_: Any) -> Any:
     """Loops run in Python while tracing (they unroll); iterations overlap through the buffer policy."""
-    return range(*(int(a) for a in args))
+    return _Range(range(*(int(a) for a in args)))
 
 
 sequential_range = affine_range
-static_range = affine_range
+
+
+def static_range(*args: int, **_: Any) -> range:
+    """A loop NKI unrolls while tracing: a Python range."""
+    return range(*(int(a) for a in args))
 
 
 # ------------------------------------------------------------------ type promotion
@@ -228,6 +271,10 @@ def _intervals(mask: Any) -> dict[int, tuple[int, int]] | None:
     """A mask's kept interval per grid dimension ({} without a mask); None when it keeps nothing."""
     if mask is None:
         return {}
+    if isinstance(mask, (bool, np.bool_)):
+        # a condition on loop variables only (NKI traces it as an expression; ncsim's loop variables
+        # are integers, so it is decided here): True keeps everything, False nothing
+        return {} if mask else None
     if not isinstance(mask, Mask):
         raise current().fail(f"mask= takes a comparison of nl.arange expressions, not {type(mask).__name__}")
     try:
@@ -268,9 +315,12 @@ def ndarray(shape: Any, dtype: Any = np.float32, buffer: Any = None, name: str =
     tr = current("nl.ndarray")
     shape_arg = shape
     shape, dt = _shape(shape), to_dtype(dtype)
-    mem = buffer.memory if isinstance(buffer, _Memory) else "sbuf"
-    if buffer is not None and not isinstance(buffer, _Memory):
-        raise tr.fail(f"buffer= takes nl.sbuf, nl.psum, nl.hbm, nl.shared_hbm or nl.private_hbm, not {buffer!r}")
+    if isinstance(buffer, _Direct) and tr.force_auto:  # ncc.force_auto_alloc
+        buffer = sbuf if buffer.memory == "sbuf" else psum
+    mem = buffer.memory if isinstance(buffer, (_Memory, _Direct)) else "sbuf"
+    if buffer is not None and not isinstance(buffer, (_Memory, _Direct)):
+        raise tr.fail(f"buffer= takes nl.sbuf, nl.psum, nl.hbm, nl.shared_hbm, nl.private_hbm or a direct"
+                      f" allocation (ncc.sbuf.mod_alloc(...), ncc.psum.alloc(...), ...), not {buffer!r}")
     place = user_place()
     if mem == "hbm":
         if buffer is shared_hbm:
@@ -278,10 +328,27 @@ def ndarray(shape: Any, dtype: Any = np.float32, buffer: Any = None, name: str =
         return View.of(tr.hbm_tensor(name or "hbm", dt, shape, "scratch"))
     given = tuple(shape_arg) if isinstance(shape_arg, (tuple, list)) else ()
     k = next((i for i, d in enumerate(given) if isinstance(d, ParDim)), 0)
+    if isinstance(buffer, _Direct):
+        tiles = [View.of(b) for b in tr.direct_tiles(buffer, dt, shape[:k], shape[k:], place)]
+        return BlockTensor(tiles, shape[:k], shape[k:]) if k > 0 else tiles[0]  # type: ignore[return-value]
     if k > 0:  # block dimensions before the partition dimension: one tile per block
         blocks = [View.of(tr.tile(mem, dt, shape[k:], place)) for _ in range(math.prod(shape[:k]))]
         return BlockTensor(blocks, shape[:k], shape[k:])  # type: ignore[return-value]
     return View.of(tr.tile(mem, dt, shape, place))
+
+
+def shared_constant(constant: Any, dtype: Any = None, **_: Any) -> View:
+    """An HBM tensor holding `constant` (a numpy array, or what np.asarray takes) converted to
+    `dtype` (its own dtype when not given) when the kernel starts; equal constants share one tensor.
+    ncsim gives it to the run as an input (a kernel saved as .s or an object has it as an input
+    tensor named const...)."""
+    tr = current("nl.shared_constant")
+    arr = np.asarray(constant)
+    if arr.dtype == np.float64 and dtype is None:
+        raise tr.fail("nl.shared_constant: the constant is float64, which NKI does not have: give dtype=")
+    dt = to_dtype(dtype if dtype is not None else arr.dtype)
+    values = np.ascontiguousarray(arr.astype(numpy_dtype(dt)))
+    return View.of(tr.shared_constant(values.view(np.uint8) if values.dtype == np.bool_ else values, dt))
 
 
 def full(shape: Any, fill_value: Any, dtype: Any = np.float32, buffer: Any = None, **kw: Any) -> View:
@@ -587,8 +654,9 @@ def invert(x: View, *, dtype: Any = None, mask: Any = None, **_: Any) -> View:
 
 def update(target: View, op: str, other: Any) -> View:
     """target op= other. `psum_tile += nl.matmul(...)` (or nisa.nc_matmul) accumulates in PSUM: the
-    nc_matmul writes target with accumulate=false where target holds nl.zeros and with
-    accumulate=true where earlier matmuls wrote it; otherwise target = target op other on Vector."""
+    nc_matmul writes target with accumulate=false where target holds nl.zeros or nothing yet (a new
+    nl.ndarray) and with accumulate=true where earlier matmuls wrote it; otherwise target = target op
+    other on Vector."""
     tr = current("an in-place operator")
     if (op == "add" and isinstance(other, View) and other.pending is not None and other._buf is None
             and other.pending.mnemonic == "nc_matmul" and target.on_chip and target.memory == "psum"
@@ -597,7 +665,9 @@ def update(target: View, op: str, other: Any) -> View:
         ap = target.ap()
         if ap in buf.matmul_written:
             acc = True
-        elif buf.zeroed and not any(_overlap(ap, w) for w in buf.matmul_written):
+        elif (buf.zeroed or not buf.stored) and not any(_overlap(ap, w) for w in buf.matmul_written):
+            # (a tile nothing has written, a new nl.ndarray: the first matmul starts the accumulation,
+            # as into nl.zeros; nki-samples' allocated attention kernel accumulates so)
             acc = False
         else:
             acc = None

@@ -83,13 +83,14 @@ class Buffer:
 
     entry: TensorEntry
     name: str
-    # PSUM accumulation (ncsim.nki.language's `+=`): the buffer holds zeros except where nc_matmul
-    # results were written since (those patterns accumulate); `zero_pending` while the memset that
+    # PSUM accumulation (ncsim.nki.language's `+=`): `zeroed`, the buffer holds zeros (or, when it had
+    # held nothing, nothing) except where nc_matmul results were written since (those patterns
+    # accumulate; elsewhere a matmul starts the accumulation); `zero_pending` while the memset that
     # makes the zeros has not been emitted (a matmul that overwrites all of it makes it unneeded).
     zeroed: bool = False
     zero_pending: bool = False
     matmul_written: set[AccessPattern] = field(default_factory=set)
-    stored: bool = False  # an HBM tensor some instruction wrote
+    stored: bool = False  # some instruction wrote the tensor
 
     @property
     def memory(self) -> str:

@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import itertools
 import linecache
+import math
 import os
 import sys
 import weakref
@@ -238,6 +239,17 @@ class Tracer:
         self.names: set[str] = set()
         self.prints: list[tuple[str, str, Place]] = []  # nl.device_print: (prefix, HBM tensor, place)
         self.given: tuple[str, int, int, int] | None = None  # the place source() gives, if any
+        # Direct allocation (ncsim.nki.compiler): the first tensor of each on-chip memory allocated
+        # directly and the first tile allocated automatically (a kernel does one or the other per
+        # memory); force_auto (ncc.force_auto_alloc) places directly allocated tensors automatically.
+        self.force_auto = False
+        self.direct_first: dict[str, Place] = {}
+        self.auto_first: dict[str, Place] = {}
+        self.direct_places: dict[tuple, tuple[tuple, list[TensorEntry]]] = {}  # (site, loop run) -> places
+        self.loop_depth = 0  # nl.affine_range / sequential_range loops running now (loop)
+        self.loop_run = 0  # outermost such loops started so far
+        self.constants: dict[tuple, Buffer] = {}  # nl.shared_constant tensors by (dtype, shape, bytes)
+        self.constant_values: dict[str, np.ndarray] = {}  # their values, by tensor name (inputs of the run)
 
     @contextlib.contextmanager
     def source(self, file: str, line: int, col: int = 1, length: int = 1) -> Iterator[None]:
@@ -280,6 +292,14 @@ class Tracer:
     def tile(self, memory: str, dtype: dtypes.DType, shape: tuple[int, ...], place: Place) -> Buffer:
         """A buffer for a new tile made at `place` (the buffer policy of the module docstring)."""
         self.check_tile(memory, dtype, shape, place)
+        if memory in self.direct_first:
+            first = self.direct_first[memory]
+            raise self.fail(f"this {memory.upper()} tile would be allocated automatically, in a kernel whose {memory.upper()}"
+                            f" tensors are allocated directly (the first at {os.path.basename(first.file)}:{first.line}):"
+                            f" NKI allocates a kernel's {memory.upper()} tensors all directly or all automatically; declare"
+                            f" it with nl.ndarray(..., buffer=ncc.{memory}.mod_alloc(...)) and assign the result into it",
+                            place)
+        self.auto_first.setdefault(memory, place)
         key = (memory, shape, dtype.short, place.site)
         pool = self.pools.setdefault(key, _Pool())
         self.fold_pool()
@@ -315,6 +335,99 @@ class Tracer:
         pool.hold(chosen, buf, self.tick)
         self.last_pool = pool
         return buf
+
+    def direct_tiles(self, alloc: Any, dtype: dtypes.DType, blocks: tuple[int, ...], shape: tuple[int, ...],
+                     place: Place) -> list[Buffer]:
+        """The tiles of a tensor declared with a direct allocation (ncsim.nki.compiler), one per block
+        index in row-major order: where `alloc.func` places each, blocks placed alike sharing a tile."""
+        memory = alloc.memory
+        self.check_tile(memory, dtype, shape, place)
+        if memory in self.auto_first:
+            first = self.auto_first[memory]
+            raise self.fail(f"{alloc!r}: this kernel already has a {memory.upper()} tile allocated automatically"
+                            f" (at {os.path.basename(first.file)}:{first.line}): NKI allocates a kernel's"
+                            f" {memory.upper()} tensors all directly or all automatically", place)
+        self.direct_first.setdefault(memory, place)
+        # NKI traces a loop's body once, ncsim runs it per iteration: inside nl.affine_range /
+        # sequential_range loops a declaration keeps the places of its first run in the outermost loop.
+        key = (place.site, self.loop_run) if self.loop_depth else None
+        if key is not None and key in self.direct_places:
+            what, entries = self.direct_places[key]
+            if what != (memory, dtype.short, blocks, shape):
+                raise self.fail(f"this declaration made a tensor {list(what[2] + what[3])} {what[1]} in {what[0]} in"
+                                " the first iteration of its loop and a different one now: NKI traces a loop's body"
+                                " once, so a declaration in it declares one tensor", place)
+            return [Buffer(e, e.name) for e in entries]
+        cfg = self.config
+        per = dtype.itemsize * math.prod(shape[1:])
+        parts = shape[0]
+        placed: dict[tuple[int, int], TensorEntry] = {}
+        entries = []
+        for idx in itertools.product(*(range(b) for b in blocks)):
+            try:
+                got = alloc.func(idx, parts, per)
+            except Exception as e:  # the user's function: its error, at the declaration
+                raise self.fail(f"{alloc!r} failed for block {idx}: {type(e).__name__}: {e}", place) from None
+            n = 2 if memory == "sbuf" else 3
+            if not (isinstance(got, (tuple, list)) and len(got) == n
+                    and all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in got)):
+                form = "(start_partition, byte_addr)" if memory == "sbuf" else "(bank, start_partition, byte_addr)"
+                raise self.fail(f"{alloc!r} gave {got!r} for block {idx}: a {memory.upper()} allocation function"
+                                f" returns {form}, integers", place)
+            if memory == "sbuf":
+                bank, (partition, addr) = 0, (int(x) for x in got)
+            else:
+                bank, partition, addr = (int(x) for x in got)
+            rule = None
+            starts = (0,) if parts > 64 else (0, 64) if parts > 32 else (0, 32, 64, 96)
+            if partition not in starts:
+                rule = (f"a tile of {parts} partitions starts at partition {' or '.join(map(str, starts))}"
+                        f" (the ISA's rule), not {partition}")
+            elif memory == "sbuf" and not 0 <= addr <= cfg.sbuf_usable_bytes - per:
+                rule = (f"its {per} bytes per partition at byte {addr} are outside SBUF's usable"
+                        f" {cfg.sbuf_usable_bytes} bytes per partition")
+            elif memory == "psum" and not 0 <= bank < cfg.psum_partition_bytes // cfg.psum_bank_bytes:
+                rule = f"PSUM has banks 0 to {cfg.psum_partition_bytes // cfg.psum_bank_bytes - 1}, not {bank}"
+            elif memory == "psum" and (partition, addr) != (0, 0):
+                rule = (f"a PSUM tile starts at partition 0 and byte 0 of its bank (NKI's known limitation),"
+                        f" not partition {partition}, byte {addr}")
+            elif addr % dtype.itemsize:
+                rule = f"byte {addr} is not a multiple of {dtype.name}'s {dtype.itemsize} bytes"
+            if rule:
+                raise self.fail(f"{alloc!r} places block {idx} at" + (f" bank {bank}," if memory == "psum" else "")
+                                + f" partition {partition}, byte {addr}: {rule}", place)
+            where = (partition, bank * cfg.psum_bank_bytes + addr)
+            if where not in placed:
+                file = os.path.basename(place.file).removesuffix(".py")
+                entry = TensorEntry(self.unique(f"{file}_{place.line}_{memory}_at{where[1]}"), memory, dtype, shape,
+                                    where[0], where[1], "tile")
+                self.alloc.reserve_explicit(entry)
+                self.program.tensors[entry.name] = entry
+                placed[where] = entry
+            entries.append(placed[where])
+        if key is not None:
+            self.direct_places[key] = ((memory, dtype.short, blocks, shape), entries)
+        return [Buffer(e, e.name) for e in entries]
+
+    def loop(self, r: range) -> Iterator[int]:
+        """Iterate an nl.affine_range / sequential_range, counting the loops running (direct_tiles)."""
+        if self.loop_depth == 0:
+            self.loop_run += 1
+        self.loop_depth += 1
+        try:
+            yield from r
+        finally:
+            self.loop_depth -= 1
+
+    def shared_constant(self, values: np.ndarray, dtype: dtypes.DType) -> Buffer:
+        """nl.shared_constant: an HBM tensor holding `values` (already of `dtype`'s numpy type) when
+        the kernel starts, one per distinct constant (an input of the run, filled by simulate)."""
+        key = (dtype.short, values.shape, values.tobytes())
+        if key not in self.constants:
+            buf = self.hbm_tensor("const", dtype, tuple(values.shape) or (1,), "in")
+            self.constants[key] = buf
+            self.constant_values[buf.name] = values.reshape(buf.entry.shape)
+        return self.constants[key]
 
     def fold_pool(self) -> None:
         """Count the tiles of the site that last made one into its peak (called at each tile and
