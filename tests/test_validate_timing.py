@@ -144,3 +144,32 @@ def test_the_attention_case_computes_softmax_attention():
         want = (p / p.sum(axis=1, keepdims=True)) @ v[0].astype(np.float64)
         assert got.shape == (1, seq, d) and got.dtype == dt
         np.testing.assert_allclose(got[0], want, rtol=0, atol=3e-3)  # bf16 matmul inputs: about 3 digits
+
+
+def test_the_allocated_kernels_compute_attention_and_rmsnorm_qkv():
+    """tools/calibrate/sd_attention_allocated.py and rmsnorm_qkv_allocated.py (placed by nki.compiler
+    direct allocation) compute what they claim, on shapes smaller than the published ones: attention
+    out = (softmax(0.125 q^T k) v)^T at seq 1024 (eight query tiles, four pairs over the same physical
+    tiles), and RMSNorm(hidden) @ w over three row tiles (the second of the last pair left out)."""
+    _tool()
+    from calibrate.rmsnorm_qkv_allocated import rmsnorm_qkv_allocated
+    from calibrate.sd_attention_allocated import sd_attention_allocated
+
+    from ncsim import nki
+    rng = np.random.default_rng(1)
+    q, k = (rng.random((1, 128, 1024)).astype(np.float32) for _ in range(2))
+    v = rng.random((1, 1024, 128)).astype(np.float32)
+    got = nki.simulate_kernel(sd_attention_allocated[1], q, k, v)
+    s = 0.125 * q[0].astype(np.float64).T @ k[0].astype(np.float64)  # [queries, keys]
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    want = ((p / p.sum(axis=1, keepdims=True)) @ v[0].astype(np.float64)).T
+    assert got.shape == (1, 128, 1024)
+    np.testing.assert_allclose(got[0], want, rtol=0, atol=3e-3)  # bf16 matmul inputs
+
+    h = rng.standard_normal((1, 384, 512)).astype(np.float16)
+    w = (rng.standard_normal((512, 384)) / 16).astype(np.float16)
+    got = nki.simulate_kernel(rmsnorm_qkv_allocated, h, w)
+    h64 = h[0].astype(np.float64)
+    want = h64 / np.sqrt((h64 ** 2).mean(axis=1, keepdims=True) + 1e-6) @ w.astype(np.float64)
+    assert got.shape == (1, 384, 384) and got.dtype == np.float16
+    np.testing.assert_allclose(got[0], want, rtol=0, atol=2e-3 * np.abs(want).max())  # fp16 rows and products
