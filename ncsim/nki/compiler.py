@@ -27,7 +27,7 @@ allocation").
 The decorators: `force_auto_alloc` makes ncsim place the kernel's tensors by its own buffer policy,
 ignoring their direct allocations (what the guide suggests to check a kernel for lifetime conflicts);
 `skip_middle_end_transformations` and `enable_stack_allocator` steer passes of NKI's compiler that
-ncsim does not have, and change nothing.
+ncsim does not have, and change nothing; nor does `no_reorder()` (ncsim never reorders).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["enable_stack_allocator", "force_auto_alloc", "psum", "sbuf", "skip_middle_end_transformations"]
+__all__ = ["enable_stack_allocator", "force_auto_alloc", "no_reorder", "psum", "sbuf", "skip_middle_end_transformations"]
 
 
 class Direct:
@@ -137,6 +137,19 @@ def force_auto_alloc(func: Any) -> Any:
     target = getattr(func, "func", func)  # an @nki.jit Kernel, or the function itself
     setattr(target, FORCE_AUTO, True)
     return func
+
+
+class no_reorder:  # noqa: N801 (NKI's name)
+    """`ncc.no_reorder()`, as a loop's `directives=` or a `with` block: NKI's scheduler keeps those
+    operations in program order ("Without this directive, the compiler scheduler is free to reorder
+    independent operations", nki.language.no_reorder); ncsim issues every kernel in program order, so
+    it changes nothing."""
+
+    def __enter__(self) -> no_reorder:
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        return False
 
 
 def skip_middle_end_transformations(func: Any) -> Any:

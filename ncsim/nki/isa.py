@@ -92,6 +92,20 @@ def _opt_op(op: Any) -> str | None:
     return None if op is None else _op_name(op)
 
 
+_REDUCTIONS = {"sum": "add", "prod": "multiply"}  # np.sum, np.prod as a reduction's operator
+
+
+def _reduce_op(op: Any) -> str:
+    """A reduction's operator: as _op_name, and np.sum / np.prod name add / multiply (nki-samples'
+    allocated attention writes `activation_reduce(..., reduce_op=np.sum)`)."""
+    name = op if isinstance(op, str) else getattr(op, "__name__", None)
+    return _op_name(_REDUCTIONS.get(name, op) if isinstance(name, str) else op)
+
+
+def _opt_reduce_op(op: Any) -> str | None:
+    return None if op is None else _reduce_op(op)
+
+
 def _engine(e: Any, default: str) -> str:
     if e is None:
         return default
@@ -147,8 +161,17 @@ def nc_matmul(stationary: View, moving: View, *, is_stationary_onezero: bool = F
     """stationary.T @ moving into a new PSUM tile of fp32 (`psum += nisa.nc_matmul(...)` accumulates).
     is_transpose=True computes the same: on NeuronCore-v2 it is a hint that `moving` is an identity
     (the nki.isa.nc_matmul reference of SDK 2.21: "hints to the compiler that this is a transpose
-    operation with moving as an identity matrix"; the Tensor engine's transpose mode starts with v3)."""
-    return nl.nc_matmul_result(nl._tile(stationary, "nc_matmul", "stationary"), nl._tile(moving, "nc_matmul", "moving"))
+    operation with moving as an identity matrix"; the Tensor engine's transpose mode starts with v3).
+    mask= narrows the result [M, N]: its axis 0 is stationary's free axis, its axis 1 moving's."""
+    stationary = nl._tile(stationary, "nc_matmul", "stationary")
+    moving = nl._tile(moving, "nc_matmul", "moving")
+    iv = nl._intervals(mask)
+    if iv is None:
+        return nl._nothing((stationary.free_elements, moving.free_elements), dtypes.FLOAT32)
+    if iv and (stationary.ndim != 2 or moving.ndim != 2):
+        raise current().fail("nisa.nc_matmul: a mask that keeps part of the result needs 2-D stationary and moving"
+                             f" tiles; these are {list(stationary.shape)} and {list(moving.shape)}")
+    return nl.nc_matmul_result(stationary, moving, iv)
 
 
 def nc_transpose(data: View, *, engine: Any = None, dtype: Any = None, mask: Any = None, **_: Any) -> View:
@@ -167,7 +190,7 @@ def activation(op: Any, data: View, *, bias: View | None = None, scale: Any = 1.
     reduce_res (a [P, 1] tile, written in place) receives them."""
     data = _tile(data, "activation", "data")
     return _result(data.shape, dtype, data.nc_dtype, "activation", "scalar", mask, data=data, op=_op_name(op),
-                   bias=bias, scale=_scalar_or_tile(scale), reduce_op=_opt_op(reduce_op), reduce_res=reduce_res,
+                   bias=bias, scale=_scalar_or_tile(scale), reduce_op=_opt_reduce_op(reduce_op), reduce_res=reduce_res,
                    reduce_cmd=str(getattr(reduce_cmd, "name", reduce_cmd)))
 
 
@@ -176,7 +199,7 @@ def activation_reduce(op: Any, data: View, *, reduce_op: Any, reduce_res: View, 
     """op(data * scale + bias), and its row sums into reduce_res (in place)."""
     data = _tile(data, "activation_reduce", "data")
     return _result(data.shape, dtype, data.nc_dtype, "activation_reduce", "scalar", mask, data=data,
-                   op=_op_name(op), reduce_op=_op_name(reduce_op), reduce_res=reduce_res, bias=bias,
+                   op=_op_name(op), reduce_op=_reduce_op(reduce_op), reduce_res=reduce_res, bias=bias,
                    scale=_scalar_or_tile(scale))
 
 
@@ -201,7 +224,7 @@ def tensor_scalar_reduce(*, data: View, op0: Any, operand0: Any, reduce_op: Any,
     """data op0 operand0, and its reduction along the free axes into reduce_res (in place)."""
     data = _tile(data, "tensor_scalar_reduce", "data")
     return _result(data.shape, dtype, data.nc_dtype, "tensor_scalar_reduce", "vector", mask, data=data,
-                   op0=_op_name(op0), operand0=_scalar_or_tile(operand0), reduce_op=_op_name(reduce_op),
+                   op0=_op_name(op0), operand0=_scalar_or_tile(operand0), reduce_op=_reduce_op(reduce_op),
                    reduce_res=reduce_res, reverse0=reverse0)
 
 
@@ -230,7 +253,7 @@ def tensor_reduce(op: Any, data: View, axis: Any, *, negate: bool = False, keepd
     axes = nl._axes(data, axis, "tensor_reduce")
     shape = tuple(1 if d in axes else s for d, s in enumerate(data.shape)) if keepdims else \
         tuple(s for d, s in enumerate(data.shape) if d not in axes)
-    return _result(shape, dtype, data.nc_dtype, "tensor_reduce", "vector", mask, data=data, op=_op_name(op),
+    return _result(shape, dtype, data.nc_dtype, "tensor_reduce", "vector", mask, data=data, op=_reduce_op(op),
                    axis=axes, negate=negate)
 
 
@@ -417,7 +440,7 @@ def tensor_partition_reduce(op: Any, data: View, *, dtype: Any = None, mask: Any
     """[1, F]: data reduced across its partitions (add, maximum, bitwise_or, bitwise_and) on GpSimd."""
     data = _sbuf(_tile(data, "tensor_partition_reduce", "data"))
     return _result((1,) + tuple(data.shape[1:]), dtype, data.nc_dtype, "tensor_partition_reduce", "gpsimd", mask,
-                   data=data, op=_op_name(op))
+                   data=data, op=_reduce_op(op))
 
 
 def local_gather(src_buffer: View, index: View, num_elem_per_idx: int = 1, num_valid_indices: int | None = None, *,

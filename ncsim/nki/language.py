@@ -292,9 +292,9 @@ def _tile(x: Any, fn: str, what: str = "its input") -> View:
 
 
 def _nothing(shape: tuple[int, ...], dtype: dtypes.DType) -> View:
-    """The result of an instruction its mask removed entirely: an unwritten tile of the right shape."""
-    tr = current()
-    return View.of(tr.tile("sbuf", dtype, shape, user_place()))
+    """The result of an instruction its mask removed entirely: a pending result with no instruction.
+    Assigned to a tensor it writes nothing; read, it is an unwritten tile of the right shape."""
+    return current().result(shape, dtype, "sbuf", "")
 
 
 def _column(v: View, partitions: int) -> bool:
@@ -436,7 +436,7 @@ def load_transpose2d(src: View, *, mask: Any = None, dtype: Any = None, **_: Any
 
 def store(dst: View, value: Any, *, mask: Any = None, **_: Any) -> None:
     """A tile -> HBM: dma_copy issued by GpSimd (an engine with no loads to issue, so a store that
-    waits for its data holds up no load)."""
+    waits for its data holds up no load); a PSUM tile is first copied to SBUF (tensor_copy)."""
     tr = current("nl.store")
     if not isinstance(dst, View) or dst.on_chip:
         raise tr.fail("nl.store writes a tensor in HBM")
@@ -447,7 +447,9 @@ def store(dst: View, value: Any, *, mask: Any = None, **_: Any) -> None:
         value = full(dst.shape, value, dst.nc_dtype)
     value = _tile(value, "store", "the value")
     if value.memory == "psum":
-        raise tr.fail("nl.store: the value is in PSUM, which DMA cannot read; copy it to SBUF first (nl.copy)")
+        # "If the tile is in PSUM, an extra copy will be performed to move the tile to SBUF first"
+        # (nki.language.store): tensor_copy on Vector, as nl.copy
+        value = copy(value, mask=mask)
     tr.emit("dma_copy", "gpsimd", dst=dst.clip(iv), src=value.clip(iv))
 
 
@@ -460,14 +462,16 @@ def assign(target: View, value: Any) -> None:
             raise tr.fail("assigning a number to an HBM tensor: store a tile into it instead")
         tr.emit("memset", "vector", dst=target, value=constant(value))
         return
-    if value.pending is not None and value._buf is None and value.shape == target.shape and (
+    if value.pending is not None and value._buf is None and _squeezed(value.shape) == _squeezed(target.shape) and (
             target.on_chip or value.pending.mnemonic == "dma_copy") and not (
             value.pending.memory == "psum" and target.memory != "psum"):
         # (a result that must be made in PSUM, a Tensor engine transpose's or matmul's, assigned to an
-        # SBUF tensor is made in PSUM, then copied: what NKI's compiler does with such an assignment)
+        # SBUF tensor is made in PSUM, then copied: what NKI's compiler does with such an assignment;
+        # shapes that differ only in axes of size 1, a [P] reduction into t[i_p, 0] of [P, 1], match)
         p = tr.take(value)
         tr.emit_pending(p, target)
-        value._buf, value.partition, value.offset, value.dims = target.buf, target.partition, target.offset, target.dims
+        value._buf, value.partition, value.offset = target.buf, target.partition, target.offset
+        value.dims = target.dims if value.shape == target.shape else _dims_as(value.shape, target.dims)
         value.pending = None
         return
     if value.buf is target.buf and value.ap() == target.ap():
@@ -476,6 +480,18 @@ def assign(target: View, value: Any) -> None:
         tr.emit("tensor_copy", "vector", dst=target, src=value)
     else:
         tr.emit("dma_copy", "sync" if target.on_chip else "gpsimd", dst=target, src=value)
+
+
+def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A shape without its axes of size 1 (the first, a tile's partition axis, kept)."""
+    return shape[:1] + tuple(n for n in shape[1:] if n != 1)
+
+
+def _dims_as(shape: tuple[int, ...], dims: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    """`dims` (of a view whose shape squeezes to the same as `shape`) with the axes of size 1 that
+    `shape` has, and without those it has not."""
+    rest = iter(d for d in dims[1:] if d[1] != 1)
+    return dims[:1] + tuple((1, 1) if n == 1 else next(rest) for n in shape[1:])
 
 
 def copy(x: View, dtype: Any = None, *, mask: Any = None, **_: Any) -> View:
@@ -658,11 +674,14 @@ def update(target: View, op: str, other: Any) -> View:
     nl.ndarray) and with accumulate=true where earlier matmuls wrote it; otherwise target = target op
     other on Vector."""
     tr = current("an in-place operator")
+    if isinstance(other, View) and other.pending is not None and other._buf is None and not other.pending.mnemonic:
+        return target  # `psum += nisa.nc_matmul(..., mask=...)` whose mask removed it: removed with it
     if (op == "add" and isinstance(other, View) and other.pending is not None and other._buf is None
             and other.pending.mnemonic == "nc_matmul" and target.on_chip and target.memory == "psum"
             and target.shape == other.shape and target.nc_dtype == dtypes.FLOAT32):
         buf = target.buf
-        ap = target.ap()
+        dst = target.clip(other.pending.intervals)  # (the part a mask keeps)
+        ap = dst.ap()
         if ap in buf.matmul_written:
             acc = True
         elif (buf.zeroed or not buf.stored) and not any(_overlap(ap, w) for w in buf.matmul_written):
@@ -676,7 +695,7 @@ def update(target: View, op: str, other: Any) -> View:
             if buf.zero_pending and ap != buf.whole().ap():
                 tr.emit_zeros(buf, p.place)  # the rest of the tile must read as zeros
             buf.zero_pending = False
-            tr.emit("nc_matmul", "tensor", place=p.place, accumulating=True, flush=False, dst=target.clip(p.intervals),
+            tr.emit("nc_matmul", "tensor", place=p.place, accumulating=True, flush=False, dst=dst,
                     accumulate=acc, **p.operands)
             buf.zeroed = True if not acc else buf.zeroed
             buf.matmul_written.add(ap)
@@ -783,17 +802,21 @@ def transpose(x: View, *, dtype: Any = None, mask: Any = None, **_: Any) -> View
 def matmul(x: View, y: View, *, transpose_x: bool = False, mask: Any = None, **_: Any) -> View:
     """x @ y (x.T @ y with transpose_x=True) by nc_matmul into a PSUM tile of fp32. Without
     transpose_x, x is first transposed on the Tensor engine and copied back to SBUF (NKI inserts the
-    same transpose)."""
+    same transpose); an operand in PSUM is copied to SBUF (tensor_copy)."""
     tr = current("nl.matmul")
     x, y = _tile(x, "matmul", "x"), _tile(y, "matmul", "y")
     if x.ndim != 2 or y.ndim != 2:
         raise tr.fail(f"nl.matmul takes 2-D tiles, not {list(x.shape)} and {list(y.shape)}")
     if not transpose_x:
         x = copy(transpose(x))
+    # the Tensor engine reads SBUF: an operand in PSUM (an nl.transpose result) is copied there first
+    x, y = (copy(t) if t.memory == "psum" else t for t in (x, y))
     return nc_matmul_result(x, y)
 
 
-def nc_matmul_result(stationary: View, moving: View) -> View:
+def nc_matmul_result(stationary: View, moving: View, intervals: dict[int, tuple[int, int]] | None = None) -> View:
+    """stationary.T @ moving as a pending fp32 PSUM result; `intervals` (a mask over the result's
+    axes) narrow its destination, stationary's free axis (axis 0) and moving's (axis 1)."""
     tr = current()
     cfg = tr.config
     k, m = stationary.shape[0], stationary.free_elements
@@ -804,7 +827,11 @@ def nc_matmul_result(stationary: View, moving: View) -> View:
         raise tr.fail(f"matmul: the Tensor engine takes stationary [K <= {cfg.pmax}, M <= {cfg.gemm_stationary_fmax}]"
                       f" and moving [K, N <= {cfg.gemm_moving_fmax}]; got [{k}, {m}] and [{k2}, {n}]"
                       " (nl.tile_size.gemm_stationary_fmax, gemm_moving_fmax)")
-    return tr.result((m, n), dtypes.FLOAT32, "psum", "nc_matmul", "tensor", stationary=stationary, moving=moving)
+    if intervals:  # the result keeps its full shape; its instruction reads and writes the kept part
+        stationary = stationary.clip({1: intervals[0]} if 0 in intervals else {})
+        moving = moving.clip({1: intervals[1]} if 1 in intervals else {})
+    return tr.result((m, n), dtypes.FLOAT32, "psum", "nc_matmul", "tensor", intervals, stationary=stationary,
+                     moving=moving)
 
 
 # ------------------------------------------------------------------ composite functions

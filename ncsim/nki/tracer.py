@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import itertools
 import linecache
 import math
@@ -363,9 +364,17 @@ class Tracer:
         parts = shape[0]
         placed: dict[tuple[int, int], TensorEntry] = {}
         entries = []
+        # NKI calls the function with keywords (nki-samples' allocated attention binds its first
+        # parameter with functools.partial(func, bank_map=...)); one whose parameters have other
+        # names is called positionally
+        try:
+            inspect.signature(alloc.func).bind(idx=(), pdim_size=0, fdim_size=0)
+            by_name = True
+        except (TypeError, ValueError):
+            by_name = False
         for idx in itertools.product(*(range(b) for b in blocks)):
             try:
-                got = alloc.func(idx, parts, per)
+                got = alloc.func(idx=idx, pdim_size=parts, fdim_size=per) if by_name else alloc.func(idx, parts, per)
             except Exception as e:  # the user's function: its error, at the declaration
                 raise self.fail(f"{alloc!r} failed for block {idx}: {type(e).__name__}: {e}", place) from None
             n = 2 if memory == "sbuf" else 3
@@ -479,7 +488,8 @@ class Tracer:
         """Give a pending view a tile at its creation site and emit its instruction."""
         p = self.take(view)
         view._buf = self.tile(p.memory, view.nc_dtype, view.shape, p.place)
-        self.emit_pending(p, view)
+        if p.mnemonic:  # (a result its mask removed has no instruction: language._nothing)
+            self.emit_pending(p, view)
         view.pending = None  # its operands' tiles are no longer held through it (buffer policy)
 
     def take(self, view: View) -> Pending:
@@ -498,7 +508,9 @@ class Tracer:
         self.pending = [r for r in self.pending if r() is not None and r() is not view]
         return p
 
-    def emit_pending(self, p: Pending, dst: View) -> Instruction:
+    def emit_pending(self, p: Pending, dst: View) -> Instruction | None:
+        if not p.mnemonic:  # a result its mask removed: nothing to write
+            return None
         dst = dst.clip(p.intervals) if p.intervals else dst
         return self.emit(p.mnemonic, p.engine, place=p.place, flush=False, **{p.dst_name: dst}, **p.operands)
 
@@ -507,8 +519,8 @@ class Tracer:
         while self.pending:
             ref = self.pending[0]
             view = ref()
-            if view is None or view._buf is not None:
-                self.pending.pop(0)
+            if view is None or view._buf is not None or not view.pending.mnemonic:
+                self.pending.pop(0)  # (a result its mask removed gets a tile only if read)
                 continue
             self.place(view)
 
@@ -565,6 +577,11 @@ class Tracer:
             except TypeError:  # an unhashable operand value: checked every time
                 key, known = None, False
             if not known:
+                for o in spec.operands:  # each operand's kind (an access pattern's memory, a constant)
+                    try:
+                        o.kind.check(values[o.name])
+                    except FieldError as e:
+                        raise AsmError(f"{mnemonic} operand '{o.name}': {e}") from None
                 check_instruction(instr, self.config)
                 if key is not None:
                     self.checked.add(key)

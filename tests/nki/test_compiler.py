@@ -292,3 +292,87 @@ def test_a_bool_mask_keeps_everything_or_nothing():
     got = bool_masks(a)
     np.testing.assert_array_equal(got[:, :32], 2 * a[:, :32])  # the second iteration's store; the third's is masked
     assert nki.last_run().result.instructions == 6  # two iterations of load, multiply, store
+
+
+@nki.jit
+def allocated_softmax_rows(a):
+    """Forms of nki-samples' allocated attention kernel: a PSUM allocation function taking its bank map
+    through functools.partial (so called by keyword), np.sum as a reduction's operator, a [P]
+    reduction assigned to t[i_p, 0] of a [P, 1] tensor, and a masked matmul += that its mask removes."""
+    import functools
+
+    def bank_of(bank_map, idx, pdim_size, fdim_size):
+        return (bank_map[idx], 0, 0)
+
+    out = nl.ndarray(a.shape, F32, buffer=nl.shared_hbm)
+    x = nl.ndarray((nl.par_dim(128), a.shape[1]), F32, buffer=ncc.sbuf.mod_alloc(base_addr=0))
+    e = nl.ndarray((nl.par_dim(128), a.shape[1]), F32, buffer=ncc.sbuf.mod_alloc(base_addr=1024))
+    m = nl.ndarray((2, nl.par_dim(128), 1), F32, buffer=ncc.sbuf.mod_alloc(base_addr=2048, num_free_tiles=(2,)))
+    ps = nl.ndarray((1, nl.par_dim(128), a.shape[1]), F32,
+                    buffer=ncc.psum.alloc(functools.partial(bank_of, bank_map={(0,): 5})))
+    ip = nl.arange(128)[:, None]
+    x[...] = nl.load(a)
+    m[0, ip, 0] = nisa.tensor_reduce(np.max, data=x, axis=(1,), negate=True)  # [128] into [128, 1]
+    e[...] = nisa.activation_reduce(np.exp, data=x, bias=m[0], reduce_op=np.sum, reduce_res=m[1])
+    ps[0] += nisa.nc_matmul(x[:, 0:128], x, mask=a.shape[0] < 128)  # removed: 128 < 128 is False
+    x[...] = nl.divide(e, m[1])
+    nl.store(out, x)
+    return out
+
+
+def test_the_allocated_attention_kernels_forms():
+    a = np.random.default_rng(7).standard_normal((128, 200)).astype(F32)
+    want = np.exp(a - a.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(allocated_softmax_rows(a), want / want.sum(axis=1, keepdims=True), rtol=1e-5)
+    mnemonics = {nki.last_run().result.timing.mnemonic(i) for i in range(nki.last_run().result.instructions)}
+    assert "nc_matmul" not in mnemonics
+    assert [e.address for e in nki.last_run().program.tensors.values() if e.memory == "psum"] == [5 * 2048]
+
+
+@nki.jit
+def masked_matmul(a, b):
+    out = nl.ndarray((a.shape[1], b.shape[1]), F32, buffer=nl.shared_hbm)
+    res = nl.zeros((a.shape[1], b.shape[1]), F32, buffer=nl.sbuf)
+    i, j = nl.mgrid[0:a.shape[1], 0:b.shape[1]]
+    ps = nl.zeros((a.shape[1], b.shape[1]), F32, buffer=nl.psum)
+    ps[i, j] += nisa.nc_matmul(nl.load(a), nl.load(b), mask=(i < 40) & (j >= 100))
+    res[...] = nl.copy(ps)
+    nl.store(out, res)
+    return out
+
+
+def test_a_mask_narrows_a_matmul_to_the_kept_rows_and_columns():
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal((128, 64)).astype(F32), rng.standard_normal((128, 300)).astype(F32)
+    want = np.zeros((64, 300))
+    want[:40, 100:] = (a.T.astype(np.float64) @ b)[:40, 100:]
+    np.testing.assert_allclose(masked_matmul(a, b), want, rtol=1e-4, atol=1e-4)
+
+
+@nki.jit
+def matmul_from_psum(a):
+    t = nl.transpose(nl.load(a))
+    return nisa.nc_matmul(t, nl.load(a))  # stationary in PSUM
+
+
+def test_an_operand_in_the_wrong_memory_is_refused_at_the_kernels_line():
+    """The operand kinds of the instruction table (an nc_matmul reads SBUF) are checked while tracing,
+    not first when the program is encoded, where the error had no line of the kernel."""
+    with pytest.raises(AsmError) as e:
+        matmul_from_psum(np.zeros((128, 128), F32))
+    assert e.value.loc.file == str(HERE) and e.value.loc.line == line_of("# stationary in PSUM")
+    assert "nc_matmul operand 'stationary': this operand must be in sbuf, not psum" in e.value.message
+
+
+@nki.jit
+def store_and_matmul_psum(a, b):
+    out = nl.ndarray((a.shape[1], b.shape[0]), F32, buffer=nl.shared_hbm)
+    bt = nl.transpose(nl.load(b))  # [64, 128] in PSUM
+    nl.store(out, nl.matmul(nl.load(a), bt, transpose_x=True))  # a PSUM operand and a PSUM value
+    return out
+
+
+def test_nl_matmul_and_nl_store_copy_a_psum_tile_to_sbuf_first():
+    rng = np.random.default_rng(9)
+    a, b = rng.standard_normal((64, 96)).astype(F32), rng.standard_normal((128, 64)).astype(F32)
+    np.testing.assert_allclose(store_and_matmul_psum(a, b), a.T.astype(np.float64) @ b.T, rtol=1e-4, atol=1e-4)

@@ -11,7 +11,8 @@ and comments document, for the latency bounds of test/unit/test_rmsnorm_qkv.py
   per-tile buffers (the squares, the norm's column, the normalised rows, the output row) after them,
   the weights last; the transposes' PSUM tiles all in bank 0, the product's in bank 7;
 - per batch sample, every 128-row tile of w loaded first; per pair of 128-row tiles of hidden, per
-  tile of the pair that lies in seq: the rows loaded, one activation_reduce (square, summed) on
+  tile of the pair that lies in seq (of one past it, only the copy of the product's bank, the one
+  step the documented kernel leaves unmasked): the rows loaded, one activation_reduce (square, summed) on
   Scalar, the mean plus epsilon on Vector, its reciprocal root on Scalar; per 512 columns, the rows
   times that column on Vector into the input dtype, four 128 x 128 transposes by matmul against the
   identity (is_transpose) into one PSUM bank, copied back over the same columns; then dim / 128
@@ -67,8 +68,6 @@ def rmsnorm_qkv_allocated(hidden, w):
                                                                                            num_free_tiles=(2,)))
             for g in nl.affine_range(2):
                 t = pair * 2 + g
-                if t >= s_tiles:  # the second tile of the last pair may lie past seq
-                    continue
                 squares = nl.ndarray((nl.par_dim(P), dim), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=a_sq))
                 col = nl.ndarray((nl.par_dim(P), 1), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=a_col))
                 norm = nl.ndarray((nl.par_dim(P), dim), dtype=w.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=a_norm))
@@ -78,6 +77,11 @@ def rmsnorm_qkv_allocated(hidden, w):
                 acc_ps = nl.ndarray((1, nl.par_dim(P), F), dtype=nl.float32,
                                     buffer=ncc.psum.mod_alloc(base_bank=7, num_bank_tiles=(1,)))
 
+                if t >= s_tiles:
+                    # the second tile of the last pair lies past seq: the documented kernel masks
+                    # every step of it but the copy of the product's bank, which the chip runs
+                    res[...] = nl.copy(acc_ps[0], dtype=dt)
+                    continue
                 rows[g] = nl.load(hidden[b, t * P:(t + 1) * P, 0:dim])
                 squares[...] = nisa.activation_reduce(op=nl.square, data=rows[g], reduce_op=np.add,
                                                       reduce_res=col[...], bias=zero[...])
