@@ -19,10 +19,11 @@ fits the tile's partition count (more than 64 partitions start at 0; 33-64 at 0 
 64 or 96), the tile lies inside SBUF's usable bytes per partition or inside one PSUM bank (8 banks of
 2 KiB per partition), a PSUM tile starts at partition 0 and byte 0 of its bank (the guide's known
 limitation), the byte address is a multiple of the element size, and a kernel's SBUF (PSUM) tensors
-are all allocated directly or all automatically. A loop of nl.affine_range / sequential_range runs
-its body once per iteration in ncsim, where NKI traces it once: a direct allocation inside such a
-loop takes the places its first execution in the outermost such loop gave it (docs/nki.md "Direct
-allocation").
+are all allocated directly or all automatically; and, at the instruction, a logical tile is not read
+after another logical tile of its declaration sharing its physical tile has written it (the
+guide's lifetime rule). A loop of nl.affine_range / sequential_range runs its body once per
+iteration in ncsim, where NKI traces it once: a direct allocation inside such a loop takes the places
+its first execution in the outermost such loop gave it (docs/nki.md "Direct allocation").
 
 The decorators: `force_auto_alloc` makes ncsim place the kernel's tensors by its own buffer policy,
 ignoring their direct allocations (what the guide suggests to check a kernel for lifetime conflicts);
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Self
 
 __all__ = ["enable_stack_allocator", "force_auto_alloc", "no_reorder", "psum", "sbuf", "skip_middle_end_transformations"]
 
@@ -139,16 +140,16 @@ def force_auto_alloc(func: Any) -> Any:
     return func
 
 
-class no_reorder:  # noqa: N801 (NKI's name)
+class no_reorder:
     """`ncc.no_reorder()`, as a loop's `directives=` or a `with` block: NKI's scheduler keeps those
     operations in program order ("Without this directive, the compiler scheduler is free to reorder
     independent operations", nki.language.no_reorder); ncsim issues every kernel in program order, so
     it changes nothing."""
 
-    def __enter__(self) -> no_reorder:
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: object) -> bool:
         return False
 
 

@@ -185,7 +185,7 @@ class _Range:
     def __contains__(self, x: Any) -> bool:
         return x in self.r
 
-    def __eq__(self, other: Any) -> bool:
+    def __eq__(self, other: object) -> bool:
         return self.r == (other.r if isinstance(other, _Range) else other)
 
     def __hash__(self) -> int:

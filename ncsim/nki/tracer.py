@@ -249,6 +249,9 @@ class Tracer:
         self.direct_places: dict[tuple, tuple[tuple, list[TensorEntry]]] = {}  # (site, loop run) -> places
         self.loop_depth = 0  # nl.affine_range / sequential_range loops running now (loop)
         self.loop_run = 0  # outermost such loops started so far
+        # per physical tile of a direct allocation, the logical tile (Buffer) that last wrote it, and
+        # where (check_lifetimes)
+        self.last_writer: dict[str, tuple[Buffer | None, Place | None]] = {}
         self.constants: dict[tuple, Buffer] = {}  # nl.shared_constant tensors by (dtype, shape, bytes)
         self.constant_values: dict[str, np.ndarray] = {}  # their values, by tensor name (inputs of the run)
 
@@ -375,7 +378,7 @@ class Tracer:
         for idx in itertools.product(*(range(b) for b in blocks)):
             try:
                 got = alloc.func(idx=idx, pdim_size=parts, fdim_size=per) if by_name else alloc.func(idx, parts, per)
-            except Exception as e:  # the user's function: its error, at the declaration
+            except Exception as e:  # noqa: BLE001 - the user's function: its error, at the declaration
                 raise self.fail(f"{alloc!r} failed for block {idx}: {type(e).__name__}: {e}", place) from None
             n = 2 if memory == "sbuf" else 3
             if not (isinstance(got, (tuple, list)) and len(got) == n
@@ -412,6 +415,7 @@ class Tracer:
                                     where[0], where[1], "tile")
                 self.alloc.reserve_explicit(entry)
                 self.program.tensors[entry.name] = entry
+                self.last_writer[entry.name] = (None, None)
                 placed[where] = entry
             entries.append(placed[where])
         if key is not None:
@@ -587,14 +591,38 @@ class Tracer:
                     self.checked.add(key)
         except NcsimError as e:
             raise e.at(place.source_loc()) from None
+        if self.last_writer:
+            self.check_lifetimes(spec, operands, place)
         self.record(instr, (self.program.file_index(place.file), place.line, place.col))
         for v in written:
             buf = v.buf
+            if buf.entry.name in self.last_writer:
+                self.last_writer[buf.entry.name] = (buf, place)
             buf.stored = True
             if not accumulating:
                 buf.zeroed = False
                 buf.matmul_written.clear()
         return instr
+
+    def check_lifetimes(self, spec: isa.InstrSpec, operands: dict[str, Any], place: Place) -> None:
+        """Direct allocation's lifetime rule: a logical tile read after another logical tile that
+        shares its physical tile wrote it has lost its data (NKI Direct Allocation Developer Guide,
+        "Lifetime Conflicts": too few physical tiles for the logical tiles alive at once)."""
+        for o in spec.operands:
+            v = operands.get(o.name)
+            if o.role == "out" or not isinstance(v, View) or v.pending is not None:
+                continue
+            buf = v.buf
+            last = self.last_writer.get(buf.entry.name)
+            if last is None or last[0] is None or last[0] is buf or not buf.stored:
+                continue
+            other = last[1]
+            raise self.fail(f"this reads a tile whose data was overwritten: it shares its physical tile"
+                            f" ('{buf.entry.name}', partition {buf.entry.partition}, byte {buf.entry.address}) with"
+                            f" another logical tile, written since at {os.path.basename(other.file)}:{other.line}."
+                            " A direct allocation needs a physical tile for each logical tile alive at once"
+                            " (NKI's lifetime rule): give it more tiles (num_free_tiles) or end one tile's use"
+                            " before the next is written", place)
 
     def record(self, instr: Instruction, where: tuple[int, int, int]) -> None:
         """Add `instr` at the next program-order position. Batched (the default), instructions of one

@@ -159,7 +159,6 @@ def test_a_declaration_in_an_affine_loop_keeps_its_first_iterations_places():
 def changes_shape_in_loop(a):
     for i in nl.affine_range(2):
         nl.ndarray((nl.par_dim(128), 64 * (i + 1)), F32, buffer=ncc.sbuf.mod_alloc(base_addr=0))  # shape varies
-    return None
 
 
 @nki.jit
@@ -376,3 +375,26 @@ def test_nl_matmul_and_nl_store_copy_a_psum_tile_to_sbuf_first():
     rng = np.random.default_rng(9)
     a, b = rng.standard_normal((64, 96)).astype(F32), rng.standard_normal((128, 64)).astype(F32)
     np.testing.assert_allclose(store_and_matmul_psum(a, b), a.T.astype(np.float64) @ b.T, rtol=1e-4, atol=1e-4)
+
+
+@nki.jit
+def lifetime_conflict(a):
+    """The guide's "Lifetime Conflicts" example: eight logical tiles on two physical ones, all loaded
+    before any is read."""
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((8, nl.par_dim(128), a.shape[1]), a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(2,)))
+    r = nl.ndarray((nl.par_dim(128), a.shape[1]), a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=4096))
+    for i in nl.affine_range(8):
+        t[i] = nl.load(a[i * 128:(i + 1) * 128, :])  # loads all eight
+    for i in nl.affine_range(8):
+        r[...] = nl.exp(t[i])  # t[0] was overwritten by t[2]
+        nl.store(out[i * 128:(i + 1) * 128, :], r)
+    return out
+
+
+def test_a_lifetime_conflict_is_refused_where_the_lost_tile_is_read():
+    with pytest.raises(AsmError) as e:
+        lifetime_conflict(np.zeros((1024, 64), F32))
+    assert e.value.loc.line == line_of("# t[0] was overwritten by t[2]")
+    assert "shares its physical tile" in e.value.message
+    assert f"test_compiler.py:{line_of('# loads all eight')}" in e.value.message
