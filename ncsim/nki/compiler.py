@@ -22,8 +22,8 @@ limitation), the byte address is a multiple of the element size, and a kernel's 
 are all allocated directly or all automatically; and, at the instruction, a logical tile is not read
 after another logical tile of its declaration sharing its physical tile has written it (the
 guide's lifetime rule). A loop of nl.affine_range / sequential_range runs its body once per
-iteration in ncsim, where NKI traces it once: a direct allocation inside such a loop takes the places
-its first execution in the outermost such loop gave it (docs/nki.md "Direct allocation").
+iteration in ncsim, where NKI traces it once: a direct allocation inside such loops takes the places
+it got in their first iterations (docs/nki.md "Direct allocation").
 
 The decorators: `force_auto_alloc` makes ncsim place the kernel's tensors by its own buffer policy,
 ignoring their direct allocations (what the guide suggests to check a kernel for lifetime conflicts);

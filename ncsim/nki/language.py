@@ -171,7 +171,7 @@ class _Range:
 
     def __iter__(self) -> Any:
         tr = _tracer._current
-        return iter(self.r) if tr is None else tr.loop(self.r)
+        return iter(self.r) if tr is None else tr.loop(self.r, user_place().site)
 
     def __len__(self) -> int:
         return len(self.r)

@@ -193,6 +193,15 @@ class _Site:
 
 
 @dataclass
+class _LoopFrame:
+    """A running nl.affine_range / sequential_range loop: its place among the loops around it (key)
+    and, in the current iteration, how many times each statement has run (counts)."""
+
+    key: tuple
+    counts: dict[tuple, int] = field(default_factory=dict)
+
+
+@dataclass
 class _Pool:
     """The buffers of one tile creation site (the buffer policy of the module docstring)."""
     entries: list[TensorEntry] = field(default_factory=list)
@@ -246,8 +255,8 @@ class Tracer:
         self.force_auto = False
         self.direct_first: dict[str, Place] = {}
         self.auto_first: dict[str, Place] = {}
-        self.direct_places: dict[tuple, tuple[tuple, list[TensorEntry]]] = {}  # (site, loop run) -> places
-        self.loop_depth = 0  # nl.affine_range / sequential_range loops running now (loop)
+        self.direct_places: dict[tuple, tuple[tuple, list[TensorEntry]]] = {}  # trace key -> places
+        self.frames: list[_LoopFrame] = []  # the nl.affine_range / sequential_range loops running (loop)
         self.loop_run = 0  # outermost such loops started so far
         # per physical tile of a direct allocation, the logical tile (Buffer) that last wrote it, and
         # where (check_lifetimes)
@@ -353,8 +362,15 @@ class Tracer:
                             f" {memory.upper()} tensors all directly or all automatically", place)
         self.direct_first.setdefault(memory, place)
         # NKI traces a loop's body once, ncsim runs it per iteration: inside nl.affine_range /
-        # sequential_range loops a declaration keeps the places of its first run in the outermost loop.
-        key = (place.site, self.loop_run) if self.loop_depth else None
+        # sequential_range loops a declaration keeps the places it got in the first iteration of each
+        # (its trace key: the loops around it and, in each, the how-manieth run of the statement in one
+        # iteration, so that a Python loop in the body, which NKI's trace unrolls too, declares anew).
+        key = None
+        if self.frames:
+            frame = self.frames[-1]
+            n = frame.counts.get(place.site, 0)
+            frame.counts[place.site] = n + 1
+            key = (frame.key, place.site, n)
         if key is not None and key in self.direct_places:
             what, entries = self.direct_places[key]
             if what != (memory, dtype.short, blocks, shape):
@@ -422,15 +438,25 @@ class Tracer:
             self.direct_places[key] = ((memory, dtype.short, blocks, shape), entries)
         return [Buffer(e, e.name) for e in entries]
 
-    def loop(self, r: range) -> Iterator[int]:
-        """Iterate an nl.affine_range / sequential_range, counting the loops running (direct_tiles)."""
-        if self.loop_depth == 0:
+    def loop(self, r: range, site: tuple) -> Iterator[int]:
+        """Iterate an nl.affine_range / sequential_range whose `for` statement is at `site`, keeping
+        the frame of loops running (direct_tiles' trace keys)."""
+        if self.frames:
+            parent = self.frames[-1]
+            n = parent.counts.get(("loop", site), 0)
+            parent.counts[("loop", site)] = n + 1
+            key = parent.key + ((site, n),)
+        else:
             self.loop_run += 1
-        self.loop_depth += 1
+            key = ((site, self.loop_run),)
+        frame = _LoopFrame(key)
+        self.frames.append(frame)
         try:
-            yield from r
+            for i in r:
+                frame.counts = {}
+                yield i
         finally:
-            self.loop_depth -= 1
+            self.frames.remove(frame)
 
     def shared_constant(self, values: np.ndarray, dtype: dtypes.DType) -> Buffer:
         """nl.shared_constant: an HBM tensor holding `values` (already of `dtype`'s numpy type) when

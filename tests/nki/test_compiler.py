@@ -156,6 +156,29 @@ def test_a_declaration_in_an_affine_loop_keeps_its_first_iterations_places():
 
 
 @nki.jit
+def python_loop_in_affine_loop(a):
+    """NKI traces the affine loop once and unrolls the Python loop in it: two tensors per trace, at
+    the addresses j gives; the inner affine loop inside the Python one is traced once per j."""
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(2):
+        for j in range(2):
+            t = nl.ndarray((nl.par_dim(128), 64), F32, buffer=ncc.sbuf.mod_alloc(base_addr=j * 1024))
+            t[...] = nl.load(a[(2 * i + j) * 128:(2 * i + j + 1) * 128, :])
+            for m in nl.affine_range(2):
+                u = nl.ndarray((nl.par_dim(128), 64), F32, buffer=ncc.sbuf.mod_alloc(base_addr=4096 + 1024 * j + 256 * m))
+                u[...] = nl.multiply(t, 2.0)
+                nl.store(out[(2 * i + j) * 128:(2 * i + j + 1) * 128, :], u)
+    return out
+
+
+def test_a_python_loop_inside_an_affine_loop_declares_anew_each_run():
+    a = np.random.default_rng(10).standard_normal((512, 64)).astype(F32)
+    np.testing.assert_array_equal(python_loop_in_affine_loop(a), 2 * a)
+    # t at 0 and 1024 (j); u at 4096 + 1024 j (m's first iteration fixes it: 256 m is never added)
+    assert sorted(tiles().values()) == [(0, 0), (0, 1024), (0, 4096), (0, 5120)]
+
+
+@nki.jit
 def changes_shape_in_loop(a):
     for i in nl.affine_range(2):
         nl.ndarray((nl.par_dim(128), 64 * (i + 1)), F32, buffer=ncc.sbuf.mod_alloc(base_addr=0))  # shape varies
