@@ -51,6 +51,12 @@ class Allocator:
                                " automatically: declare tensors placed by hand first, or place both by hand")
         self.reserve(t)
 
+    def release(self, name: str) -> None:
+        """Give back the place of the tensor `name` (the NKI front end's evicted blocks)."""
+        for memory, taken in self.taken.items():
+            self.taken[memory] = [r for r in taken if r[2] != name]
+        self.automatic.discard(name)
+
     def place(self, t: TensorEntry) -> TensorEntry:
         size = per_partition_bytes(t)
         addr = self.first_fit(t.memory, size)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import weakref
 from typing import Any
 
 import ml_dtypes
@@ -78,12 +79,23 @@ class BlockTensor:
     """An on-chip tensor with block dimensions before its partition dimension (NKI: "block
     dimension", nki.api.shared): one tile per block, each placed by ncsim's allocator at the
     creation site (a site's pool grows to hold them all, as they stay reachable). Indexing gives the
-    tile of the block indices, then indexes it as usual: `t[b, 0:128, 0:512]`, `t[b]`."""
+    tile of the block indices, then indexes it as usual: `t[b, 0:128, 0:512]`, `t[b]`.
 
-    def __init__(self, blocks: list[View], block_shape: tuple[int, ...], tile_shape: tuple[int, ...]):
+    A PSUM tensor, and an SBUF tensor whose blocks do not all fit at once, is made lazily (NKI's
+    allocator maps logical blocks onto fewer physical tiles): a block gets its tile when first indexed, and when the memory is
+    full the least recently indexed block of such tensors gives up its place (evicted, its tile
+    released); indexing an evicted block to read it, or using a view of it taken before, is refused
+    with the rule (NKI's compiler would spill it; ncsim does not), and assigning to it makes it again."""
+
+    def __init__(self, blocks: list[View | None], block_shape: tuple[int, ...], tile_shape: tuple[int, ...],
+                 dtype: Any = None, maker: Any = None):
         self.blocks = blocks
         self.block_shape = block_shape
         self.tile_shape = tile_shape
+        self._dtype = dtype if dtype is not None else blocks[0].dtype
+        self.maker = maker  # (memory, DType, place) of a lazily made tensor, else None
+        self.evicted: set[int] = set()
+        self.ref = weakref.ref(self)  # its key in the tracer's order of use (Tracer.lazy_block)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -91,7 +103,7 @@ class BlockTensor:
 
     @property
     def dtype(self) -> Any:
-        return self.blocks[0].dtype
+        return self._dtype
 
     @property
     def ndim(self) -> int:
@@ -100,7 +112,7 @@ class BlockTensor:
     def __repr__(self) -> str:
         return f"<nki block tensor {list(self.shape)} of {len(self.blocks)} tiles>"
 
-    def _pick(self, key: Any) -> tuple[View, tuple]:
+    def _pick(self, key: Any, write: bool = False) -> tuple[View, tuple]:
         keys = key if isinstance(key, tuple) else (key,)
         nb = len(self.block_shape)
         lead = keys[:nb]
@@ -114,14 +126,16 @@ class BlockTensor:
             if not 0 <= k < n:
                 raise current().fail(f"block index {k} is out of range for a block dimension of {n}")
             flat = flat * n + k
-        return self.blocks[flat], tuple(keys[nb:])
+        if self.maker is not None:
+            return current().lazy_block(self, flat, write, tuple(int(k) for k in lead)), tuple(keys[nb:])
+        return self.blocks[flat], tuple(keys[nb:])  # type: ignore[return-value]
 
     def __getitem__(self, key: Any) -> View:
         view, rest = self._pick(key)
         return view[rest] if rest else view
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        view, rest = self._pick(key)
+        view, rest = self._pick(key, write=not (isinstance(key, tuple) and len(key) > len(self.block_shape)))
         assign(view[rest] if rest else view, value)
 
 
@@ -332,7 +346,20 @@ def ndarray(shape: Any, dtype: Any = np.float32, buffer: Any = None, name: str =
         tiles = [View.of(b) for b in tr.direct_tiles(buffer, dt, shape[:k], shape[k:], place)]
         return BlockTensor(tiles, shape[:k], shape[k:]) if k > 0 else tiles[0]  # type: ignore[return-value]
     if k > 0:  # block dimensions before the partition dimension: one tile per block
-        blocks = [View.of(tr.tile(mem, dt, shape[k:], place)) for _ in range(math.prod(shape[:k]))]
+        n = math.prod(shape[:k])
+        blocks: list[View | None] = []
+        lazy = mem == "psum"  # PSUM's 8 banks: its blocks are logical from the start (BlockTensor)
+        if not lazy:
+            try:
+                for _ in range(n):
+                    blocks.append(View.of(tr.tile(mem, dt, shape[k:], place)))
+            except AsmError as e:
+                if " is full" not in e.message:
+                    raise
+                lazy = True  # the blocks made here are dropped: their buffers are free for the lazy ones
+        if lazy:
+            tr.check_tile(mem, dt, shape[k:], place)
+            return BlockTensor([None] * n, shape[:k], shape[k:], numpy_dtype(dt), (mem, dt, place))  # type: ignore[return-value]
         return BlockTensor(blocks, shape[:k], shape[k:])  # type: ignore[return-value]
     return View.of(tr.tile(mem, dt, shape, place))
 

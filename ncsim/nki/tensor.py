@@ -91,6 +91,12 @@ class Buffer:
     zero_pending: bool = False
     matmul_written: set[AccessPattern] = field(default_factory=set)
     stored: bool = False  # some instruction wrote the tensor
+    # automatic allocation under pressure (Tracer.make_room): when the buffer was last used, the block
+    # of a lazily made block tensor it holds (a weak reference to the tensor, the block), and, once its
+    # tile was given to another, what it was (using it is then refused)
+    last_use: int = 0
+    block: Any = None
+    evicted: str = ""
 
     @property
     def memory(self) -> str:

@@ -261,6 +261,7 @@ class Tracer:
         # per physical tile of a direct allocation, the logical tile (Buffer) that last wrote it, and
         # where (check_lifetimes)
         self.last_writer: dict[str, tuple[Buffer | None, Place | None]] = {}
+        self.use_tick = 0  # Buffer.last_use: when a buffer was last made, indexed or used (make_room)
         self.constants: dict[tuple, Buffer] = {}  # nl.shared_constant tensors by (dtype, shape, bytes)
         self.constant_values: dict[str, np.ndarray] = {}  # their values, by tensor name (inputs of the run)
 
@@ -302,8 +303,10 @@ class Tracer:
         self.hbm.append(buf)
         return buf
 
-    def tile(self, memory: str, dtype: dtypes.DType, shape: tuple[int, ...], place: Place) -> Buffer:
-        """A buffer for a new tile made at `place` (the buffer policy of the module docstring)."""
+    def tile(self, memory: str, dtype: dtypes.DType, shape: tuple[int, ...], place: Place,
+             protect: frozenset[int] | set[int] = frozenset()) -> Buffer:
+        """A buffer for a new tile made at `place` (the buffer policy of the module docstring);
+        `protect`: ids of buffers that must not be evicted to make room (make_room)."""
         self.check_tile(memory, dtype, shape, place)
         if memory in self.direct_first:
             first = self.direct_first[memory]
@@ -328,16 +331,27 @@ class Tracer:
         else:
             file = os.path.basename(place.file).removesuffix(".py")
             name = self.unique(f"{file}_{place.line}_{memory}{len(pool.entries)}")
+            entry = None
             try:
                 entry = self.alloc.place(TensorEntry(name, memory, dtype, shape, 0, 0, "tile"))
             except AsmError as e:
                 # The memory is full: a buffer of this site that holds no reachable tile is taken
-                # again (fewer buffers, less overlap) before the kernel is refused (docs/nki.md).
-                if not free:
-                    raise AsmError(e.message, place.source_loc(), notes=e.notes) from None
-                self.names.discard(name)
-                chosen = min(free, key=pool.used.__getitem__)
-            else:
+                # again (fewer buffers, less overlap); without one, the buffers of other sites that
+                # hold no reachable tile are given back to the memory; then the kernel is refused
+                # (docs/nki.md).
+                if free:
+                    self.names.discard(name)
+                    chosen = min(free, key=pool.used.__getitem__)
+                else:
+                    error = e
+                    while entry is None:
+                        if not self.make_room(memory, pool, protect):
+                            raise AsmError(error.message, place.source_loc(), notes=error.notes) from None
+                        try:
+                            entry = self.alloc.place(TensorEntry(name, memory, dtype, shape, 0, 0, "tile"))
+                        except AsmError as e2:
+                            error = e2
+            if entry is not None:
                 self.program.tensors[name] = entry
                 pool.entries.append(entry)
                 pool.holders.append(lambda: None)
@@ -345,6 +359,8 @@ class Tracer:
                 chosen = len(pool.entries) - 1
         self.tick += 1
         buf = Buffer(pool.entries[chosen], pool.entries[chosen].name)
+        self.use_tick += 1
+        buf.last_use = self.use_tick
         pool.hold(chosen, buf, self.tick)
         self.last_pool = pool
         return buf
@@ -468,6 +484,71 @@ class Tracer:
             self.constant_values[buf.name] = values.reshape(buf.entry.shape)
         return self.constants[key]
 
+    def lazy_block(self, tensor: Any, flat: int, write: bool, index: tuple[int, ...]) -> View:
+        """Block `flat` of a lazily made block tensor (language.BlockTensor): its tile, made now if it
+        has none (when the memory is full, `tile` evicts the least recently used tile)."""
+        memory, dtype, place = tensor.maker
+        view = tensor.blocks[flat]
+        if view is None:
+            if flat in tensor.evicted and not write:
+                raise self.fail(f"block {list(index)} of the {list(tensor.shape)} tensor made at"
+                                f" {os.path.basename(place.file)}:{place.line} was evicted: {memory.upper()} was"
+                                " full, and ncsim's automatic allocation gave its tile to another (NKI's compiler"
+                                " would spill it to HBM; ncsim does not). Hold fewer tiles at once, or place them"
+                                f" by hand (ncc.{memory}.mod_alloc)", user_place())
+            buf = self.tile(memory, dtype, tensor.tile_shape, place)
+            buf.block = (tensor.ref, flat)
+            view = tensor.blocks[flat] = View.of(buf)
+            tensor.evicted.discard(flat)
+        self.use_tick += 1
+        view.buf.last_use = self.use_tick
+        return view
+
+    def release_free(self, memory: str, keep: _Pool | None = None) -> int:
+        """Give back to the memory every buffer of a site (other than `keep`'s) that holds no reachable
+        tile; how many were given back."""
+        n = 0
+        for (mem, *_), pool in self.pools.items():
+            if mem != memory or pool is keep:
+                continue
+            for i in reversed(range(len(pool.entries))):
+                if pool.holders[i]() is None:
+                    self.alloc.release(pool.entries[i].name)
+                    del pool.entries[i], pool.holders[i], pool.used[i]
+                    n += 1
+        return n
+
+    def make_room(self, memory: str, keep: _Pool, protect: set[int]) -> bool:
+        """The memory is full and the site's pool `keep` has no free buffer: give back the free buffers
+        of other sites, or else evict the least recently used reachable tile of the memory (not one in
+        `protect`, ids of the buffers the instruction being made reads). An evicted tile's buffer is
+        marked, so that using it later is refused (emit); an evicted block of a lazily made block
+        tensor is made again when assigned. False when nothing can be given back."""
+        if self.release_free(memory, keep):
+            return True
+        victim = None
+        for (mem, *_), pool in self.pools.items():
+            if mem != memory:
+                continue
+            for i, holder in enumerate(pool.holders):
+                buf = holder()
+                if buf is not None and id(buf) not in protect and (victim is None or buf.last_use < victim[0].last_use):
+                    victim = (buf, pool, i)
+        if victim is None:
+            return False
+        buf, pool, i = victim
+        if buf.block is not None and (tensor := buf.block[0]()) is not None:
+            flat = buf.block[1]
+            tensor.blocks[flat] = None
+            tensor.evicted.add(flat)
+            buf.evicted = f"block {flat} of the {list(tensor.shape)} tensor made at line {tensor.maker[2].line}"
+        else:
+            buf.evicted = f"the tile {buf.entry.name!r}"
+        pool.live -= 1
+        del pool.entries[i], pool.holders[i], pool.used[i]
+        self.alloc.release(buf.entry.name)
+        return True
+
     def fold_pool(self) -> None:
         """Count the tiles of the site that last made one into its peak (called at each tile and
         each `nl.*` result, so that a site's tiles held together, e.g. in a list, are counted)."""
@@ -517,7 +598,8 @@ class Tracer:
     def place(self, view: View) -> None:
         """Give a pending view a tile at its creation site and emit its instruction."""
         p = self.take(view)
-        view._buf = self.tile(p.memory, view.nc_dtype, view.shape, p.place)
+        reads = {id(v._buf) for v in p.operands.values() if type(v) is View and v._buf is not None}
+        view._buf = self.tile(p.memory, view.nc_dtype, view.shape, p.place, reads)
         if p.mnemonic:  # (a result its mask removed has no instruction: language._nothing)
             self.emit_pending(p, view)
         view.pending = None  # its operands' tiles are no longer held through it (buffer policy)
@@ -617,6 +699,15 @@ class Tracer:
                     self.checked.add(key)
         except NcsimError as e:
             raise e.at(place.source_loc()) from None
+        self.use_tick += 1
+        for v in operands.values():
+            if type(v) is View and v._buf is not None:
+                if v._buf.evicted:
+                    raise self.fail(f"this uses {v._buf.evicted}, which was evicted: {v.memory.upper()} was full, and"
+                                    " ncsim's automatic allocation gave its tile to another (NKI's compiler would spill"
+                                    " it to HBM; ncsim does not). Hold fewer tiles at once, or place them by hand"
+                                    f" (ncc.{v.memory}.mod_alloc)", place)
+                v._buf.last_use = self.use_tick
         if self.last_writer:
             self.check_lifetimes(spec, operands, place)
         self.record(instr, (self.program.file_index(place.file), place.line, place.col))

@@ -130,11 +130,11 @@ def test_allocated_rmsnorm_qkv_as_written_runs_as_the_calibration_kernel(case):
 
 
 # The attention tutorial's kernels (src/nki_samples/tutorials/attention_fwd_performance), unmodified,
-# against numpy: v9 and v10 place their tiles with nki.compiler direct allocation. v3, v8a and v11
-# declare PSUM tensors with more blocks than PSUM has banks, which NKI's allocator maps onto fewer
-# physical tiles and ncsim's buffer policy does not (docs/nki.md "Not yet").
+# against numpy: v9 and v10 place their tiles with nki.compiler direct allocation; v8a and v11 declare
+# PSUM tensors of more blocks than PSUM has banks, made block by block (docs/nki.md "Buffer policy").
+# v3 holds all its blocks at once, which needs spilling: refused where it reads an evicted block.
 ATTENTION = ["attn_fwd_v1", "attn_fwd_v2", "attn_fwd_v4", "attn_fwd_v5", "attn_fwd_v6", "attn_fwd_v7",
-             "attn_fwd_v8", "attn_fwd_v9", "attn_fwd_v10"]
+             "attn_fwd_v8", "attn_fwd_v8a", "attn_fwd_v9", "attn_fwd_v10", "attn_fwd_v11"]
 
 
 @pytest.mark.parametrize("name", ATTENTION)

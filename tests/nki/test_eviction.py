@@ -1,0 +1,105 @@
+"""Automatic allocation when the memory is full (docs/nki.md "Buffer policy"): PSUM block tensors
+made block by block, tiles the kernel no longer uses evicted to make room, and an evicted tile used
+again refused at its line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ncsim.nki.isa as nisa
+import ncsim.nki.language as nl
+from ncsim import nki
+from ncsim.errors import AsmError
+
+F32 = np.float32
+HERE = Path(__file__).resolve()
+
+
+def line_of(fragment: str) -> int:
+    return next(n for n, text in enumerate(HERE.read_text().splitlines(), 1) if fragment in text)
+
+
+@nki.jit
+def streaming_blocks(a, b):
+    """a^T b for 16 column blocks of b, each in a block of a PSUM tensor of 16 banks' worth (PSUM has
+    8): each block is written, copied out and never read again."""
+    n = b.shape[1] // 512
+    out = nl.ndarray((a.shape[1], b.shape[1]), F32, buffer=nl.shared_hbm)
+    ps = nl.ndarray((n, nl.par_dim(a.shape[1]), 512), F32, buffer=nl.psum)
+    sa = nl.load(a)
+    for j in nl.affine_range(n):
+        ps[j] = nisa.nc_matmul(sa, nl.load(b[:, j * 512:(j + 1) * 512]))
+        nl.store(out[:, j * 512:(j + 1) * 512], nl.copy(ps[j]))
+    return out
+
+
+def test_a_psum_tensor_of_more_blocks_than_banks_runs_when_used_a_few_at_a_time():
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((128, 64)).astype(F32), rng.standard_normal((128, 16 * 512)).astype(F32)
+    np.testing.assert_allclose(streaming_blocks(a, b), a.T.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    psum = [e for e in nki.last_run().program.tensors.values() if e.memory == "psum"]
+    assert all(e.address + 2048 <= 16384 for e in psum)
+
+
+@nki.jit
+def all_blocks_then_read(a, b):
+    n = b.shape[1] // 512
+    out = nl.ndarray((a.shape[1], 512), F32, buffer=nl.shared_hbm)
+    ps = nl.ndarray((n, nl.par_dim(a.shape[1]), 512), F32, buffer=nl.psum)
+    sa = nl.load(a)
+    for j in nl.affine_range(n):
+        ps[j] = nisa.nc_matmul(sa, nl.load(b[:, j * 512:(j + 1) * 512]))
+    nl.store(out, nl.copy(ps[0]))  # block 0 was evicted for block 8
+    return out
+
+
+def test_reading_an_evicted_block_is_refused_at_its_line():
+    with pytest.raises(AsmError) as e:
+        all_blocks_then_read(np.zeros((128, 64), F32), np.zeros((128, 16 * 512), F32))
+    assert e.value.loc.file == str(HERE) and e.value.loc.line == line_of("# block 0 was evicted")
+    assert "block [0] of the [16, 64, 512] tensor" in e.value.message
+    assert "would spill it to HBM; ncsim does not" in e.value.message
+
+
+@nki.jit
+def leftover_then_big(a, b):
+    """The tutorial attention kernels' habit: a transpose's PSUM tile left in a variable after its loop
+    (its Python reference keeps it live), then a tensor that needs every bank."""
+    out = nl.ndarray((128, 8 * 512 + 256), F32, buffer=nl.shared_hbm)
+    sa, sb = nl.load(a), nl.load(b)
+    for j in nl.affine_range(2):
+        t = nisa.nc_transpose(sa)  # t outlives the loop
+        nl.store(out[:, 4096 + j * 128:4096 + (j + 1) * 128], nl.copy(t))
+    ps = nl.ndarray((8, nl.par_dim(128), 512), F32, buffer=nl.psum)
+    for j in nl.affine_range(8):
+        ps[j] = nisa.nc_matmul(sa, sb)
+    for j in nl.affine_range(8):
+        nl.store(out[:, j * 512:(j + 1) * 512], nl.copy(ps[j]))
+    return out
+
+
+@nki.jit
+def leftover_used_again(a, b):
+    out = nl.ndarray((128, 128), F32, buffer=nl.shared_hbm)
+    sa, sb = nl.load(a), nl.load(b)
+    t = nisa.nc_transpose(sa)
+    big = nl.ndarray((8, nl.par_dim(128), 512), F32, buffer=nl.psum)
+    for j in nl.affine_range(8):
+        big[j] = nisa.nc_matmul(sa, sb)
+    nl.store(out, nl.copy(t))  # t was evicted for the blocks
+    return out
+
+
+def test_a_tile_left_in_a_variable_is_evicted_and_refused_only_if_used_again():
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((128, 128)).astype(F32), rng.standard_normal((128, 512)).astype(F32)
+    got = leftover_then_big(a, b)
+    np.testing.assert_allclose(got[:, 4096:4224], a.T, rtol=1e-6)
+    np.testing.assert_allclose(got[:, 3584:4096], a.T.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    with pytest.raises(AsmError) as e:
+        leftover_used_again(a, b)
+    assert e.value.loc.line == line_of("# t was evicted for the blocks")
+    assert "which was evicted: PSUM was full" in e.value.message
