@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import inspect
 import itertools
 import linecache
@@ -343,14 +344,17 @@ class Tracer:
                     self.names.discard(name)
                     chosen = min(free, key=pool.used.__getitem__)
                 else:
-                    error = e
+                    # (the error's text only: an exception kept in a local would hold this frame, and
+                    # the tiles it reaches, in a reference cycle, making liveness depend on when
+                    # Python collects garbage)
+                    message, notes = e.message, e.notes
                     while entry is None:
                         if not self.make_room(memory, pool, protect):
-                            raise AsmError(error.message, place.source_loc(), notes=error.notes) from None
+                            raise AsmError(message, place.source_loc(), notes=notes) from None
                         try:
                             entry = self.alloc.place(TensorEntry(name, memory, dtype, shape, 0, 0, "tile"))
                         except AsmError as e2:
-                            error = e2
+                            message, notes = e2.message, e2.notes
             if entry is not None:
                 self.program.tensors[name] = entry
                 pool.entries.append(entry)
@@ -525,6 +529,10 @@ class Tracer:
         marked, so that using it later is refused (emit); an evicted block of a lazily made block
         tensor is made again when assigned. False when nothing can be given back."""
         if self.release_free(memory, keep):
+            return True
+        # Which tiles are live is what the kernel's Python can still reach: garbage in reference
+        # cycles is collected first, so that the choice does not depend on when Python collects it.
+        if gc.collect() and self.release_free(memory, keep):
             return True
         victim = None
         for (mem, *_), pool in self.pools.items():
