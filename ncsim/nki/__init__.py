@@ -47,8 +47,7 @@ if TYPE_CHECKING:
     from ncsim.runtime.run import RunResult
 
 __all__ = ["Kernel", "NkiRun", "asm_text", "baremetal", "benchmark", "compiler", "emit_asm", "install_alias", "isa",
-           "jit",
-           "language", "last_run", "profile", "simulate_kernel", "trace", "typing"]
+           "jit", "language", "last_run", "profile", "simulate_kernel", "trace", "typing"]
 
 # Settings of `ncsim nki` (the command line): every run timing-only, and a line on stderr per run.
 # emit_asm: a folder that receives each kernel's program as .s (ncsim nki --emit-asm); show_sync: print

@@ -82,10 +82,11 @@ class BlockTensor:
     tile of the block indices, then indexes it as usual: `t[b, 0:128, 0:512]`, `t[b]`.
 
     A PSUM tensor, and an SBUF tensor whose blocks do not all fit at once, is made lazily (NKI's
-    allocator maps logical blocks onto fewer physical tiles): a block gets its tile when first indexed, and when the memory is
-    full the least recently indexed block of such tensors gives up its place (evicted, its tile
-    released); indexing an evicted block to read it, or using a view of it taken before, is refused
-    with the rule (NKI's compiler would spill it; ncsim does not), and assigning to it makes it again."""
+    allocator maps logical blocks onto fewer physical tiles): a block gets its tile when first
+    indexed. When the memory is full, the tile used least recently may be evicted to make room
+    (Tracer.make_room); indexing an evicted block to read it, or using a view of it taken before, is
+    refused with the rule (NKI's compiler would spill it; ncsim does not), and assigning to it whole
+    makes it again."""
 
     def __init__(self, blocks: list[View | None], block_shape: tuple[int, ...], tile_shape: tuple[int, ...],
                  dtype: Any = None, maker: Any = None):
@@ -95,7 +96,7 @@ class BlockTensor:
         self._dtype = dtype if dtype is not None else blocks[0].dtype
         self.maker = maker  # (memory, DType, place) of a lazily made tensor, else None
         self.evicted: set[int] = set()
-        self.ref = weakref.ref(self)  # its key in the tracer's order of use (Tracer.lazy_block)
+        self.ref = weakref.ref(self)  # what its blocks' buffers name it by (Buffer.block), not keeping it
 
     @property
     def shape(self) -> tuple[int, ...]:
