@@ -65,15 +65,13 @@ def test_simulated_beside_published_latency(name):
 REFERENCE = Path(SAMPLES or ".") / "src" / "nki_samples" / "reference"
 
 
-def _reference_module(name: str):
+def _load(path: Path, name: str):
+    """The unmodified module at `path`, its `import neuronxcc.nki...` lines resolved to ncsim.nki."""
     import importlib.util
 
-    path = REFERENCE / f"{name}.py"
-    if not path.is_file():
-        pytest.skip(f"{path} is not in this checkout (nki-samples removed its reference kernels at c4b806e)")
     from ncsim.nki.alias import install_alias, remove_alias
 
-    install_alias()  # for the module's `import neuronxcc.nki...` lines only
+    install_alias()  # for the module's imports only
     try:
         spec = importlib.util.spec_from_file_location(f"nki_samples_{name}", path)
         module = importlib.util.module_from_spec(spec)
@@ -83,28 +81,37 @@ def _reference_module(name: str):
     return module
 
 
-def _calibrate_case(module: str, case: str):
+def _reference_module(name: str):
+    path = REFERENCE / f"{name}.py"
+    if not path.is_file():
+        pytest.skip(f"{path} is not in this checkout (nki-samples removed its reference kernels at c4b806e)")
+    return _load(path, name)
+
+
+def _as_calibration_kernel(ref, module: str, case: str) -> None:
+    """The reference kernel as written makes the same instructions and time as the calibration
+    suite's kernel of `module:case`, at that case's arguments."""
+    from ncsim import nki
+
     if str(ROOT / "tools") not in sys.path:
         sys.path.insert(0, str(ROOT / "tools"))
     from calibrate import case as calibrate_case
 
-    return calibrate_case(f"{module}:{case}")()
+    kernel, args = calibrate_case(f"{module}:{case}")()
+    nki.simulate_kernel(kernel, *args, values=False)
+    ours = nki.last_run()
+    nki.simulate_kernel(ref, *args, values=False)
+    theirs = nki.last_run()
+    assert theirs.result.instructions == ours.result.instructions
+    assert theirs.latency_us == pytest.approx(ours.latency_us, rel=1e-9)
 
 
 @pytest.mark.parametrize("case", ["s4096_f32", "s4096_bf16", "s5120_bf16"])
 def test_allocated_attention_as_written_runs_as_the_calibration_kernel(case):
     import numpy as np
 
-    from ncsim import nki
-
     ref = _reference_module("allocated_attention").allocated_fused_self_attn_for_SD_small_head_size
-    kernel, args = _calibrate_case("sd_attention_allocated", case)
-    nki.simulate_kernel(kernel, *args, values=False)
-    ours = nki.last_run()
-    nki.simulate_kernel(ref[1], *args, values=False)
-    theirs = nki.last_run()
-    assert theirs.result.instructions == ours.result.instructions
-    assert theirs.latency_us == pytest.approx(ours.latency_us, rel=1e-9)
+    _as_calibration_kernel(ref[1], "sd_attention_allocated", case)
     if case == "s4096_f32":  # values at a smaller shape
         rng = np.random.default_rng(0)
         q, k = (rng.random((1, 128, 1024)).astype(np.float32) for _ in range(2))
@@ -117,16 +124,8 @@ def test_allocated_attention_as_written_runs_as_the_calibration_kernel(case):
 
 @pytest.mark.parametrize("case", ["s128_d512_h512_f16", "s512_d1024_h384_bf16", "s128_d1024_h512_bf16"])
 def test_allocated_rmsnorm_qkv_as_written_runs_as_the_calibration_kernel(case):
-    from ncsim import nki
-
     ref = _reference_module("allocated_fused_linear").allocated_fused_rms_norm_qkv
-    kernel, args = _calibrate_case("rmsnorm_qkv_allocated", case)
-    nki.simulate_kernel(kernel, *args, values=False)
-    ours = nki.last_run()
-    nki.simulate_kernel(ref, *args, values=False)
-    theirs = nki.last_run()
-    assert theirs.result.instructions == ours.result.instructions
-    assert theirs.latency_us == pytest.approx(ours.latency_us, rel=1e-9)
+    _as_calibration_kernel(ref, "rmsnorm_qkv_allocated", case)
 
 
 # The attention tutorial's kernels (src/nki_samples/tutorials/attention_fwd_performance), unmodified,
@@ -139,21 +138,11 @@ ATTENTION = ["attn_fwd_v1", "attn_fwd_v2", "attn_fwd_v4", "attn_fwd_v5", "attn_f
 
 @pytest.mark.parametrize("name", ATTENTION)
 def test_attention_tutorial_kernel_runs_unmodified(name):
-    import importlib.util
-
     import numpy as np
-
-    from ncsim.nki.alias import install_alias, remove_alias
 
     path = TUTORIALS / "attention_fwd_performance" / "attention_kernels.py"
     assert path.is_file(), f"{path} is missing from the checkout"
-    install_alias()
-    try:
-        spec = importlib.util.spec_from_file_location("nki_samples_attention_kernels", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        remove_alias()
+    module = _load(path, "attention_kernels")
     seq = 128 if name in ("attn_fwd_v1", "attn_fwd_v2") else 1024  # the tutorial's test: v1, v2 untiled
     rng = np.random.default_rng(0)
     q, k, v = (((rng.random((128, seq)) - 0.5) * 2).astype(np.float32) for _ in range(3))
