@@ -97,6 +97,7 @@ class Buffer:
     last_use: int = 0
     block: Any = None
     evicted: str = ""
+    spilled: Any = None  # an SBUF tile whose place was taken: (its store's program-order place or None, where) until reloaded
 
     @property
     def memory(self) -> str:
@@ -254,10 +255,11 @@ class View:
         (a tile is read by several instructions) while its buffer, start and dims stay those it was
         made from (ncsim.nki.language points pending views at their destination)."""
         c = self._ap
-        if c is not None and c[0] is self._buf and c[1] == self.partition and c[2] == self.offset and c[3] is self.dims:
+        if c is not None and c[0] is self._buf and c[1] == self.partition and c[2] == self.offset and c[3] is self.dims \
+                and c[5] is self._buf.entry:
             return c[4]
         ap = self._make_ap()
-        self._ap = (self._buf, self.partition, self.offset, self.dims, ap)
+        self._ap = (self._buf, self.partition, self.offset, self.dims, ap, self._buf.entry if self._buf else None)
         return ap
 
     def _make_ap(self) -> AccessPattern:

@@ -263,6 +263,8 @@ class Tracer:
         # where (check_lifetimes)
         self.last_writer: dict[str, tuple[Buffer | None, Place | None]] = {}
         self.use_tick = 0  # Buffer.last_use: when a buffer was last made, indexed or used (make_room)
+        self.collected = False  # make_room has collected Python's garbage
+        self.holes: set[int] = set()  # program-order places reserved for spills' stores not made (yet)
         self.constants: dict[tuple, Buffer] = {}  # nl.shared_constant tensors by (dtype, shape, bytes)
         self.constant_values: dict[str, np.ndarray] = {}  # their values, by tensor name (inputs of the run)
 
@@ -349,7 +351,7 @@ class Tracer:
                     # Python collects garbage)
                     message, notes = e.message, e.notes
                     while entry is None:
-                        if not self.make_room(memory, pool, protect):
+                        if not self.make_room(memory, pool, protect, place):
                             raise AsmError(message, place.source_loc(), notes=notes) from None
                         try:
                             entry = self.alloc.place(TensorEntry(name, memory, dtype, shape, 0, 0, "tile"))
@@ -522,18 +524,24 @@ class Tracer:
                     n += 1
         return n
 
-    def make_room(self, memory: str, keep: _Pool, protect: set[int]) -> bool:
+    def make_room(self, memory: str, keep: _Pool, protect: set[int], place: Place) -> bool:
         """The memory is full and the site's pool `keep` has no free buffer: give back the free buffers
-        of other sites, or else evict the least recently used reachable tile of the memory (not one in
-        `protect`, ids of the buffers the instruction being made reads). An evicted tile's buffer is
-        marked, so that using it later is refused (emit); an evicted block of a lazily made block
-        tensor is made again when assigned. False when nothing can be given back."""
+        of other sites, or else take the place of the least recently used reachable tile of the memory
+        (not one in `protect`, ids of the buffers the instruction being made reads). In SBUF that tile
+        is spilled: a dma_copy (Sync) stores what it holds to an HBM tensor of its own, and the first
+        instruction that uses it again reloads it into a new tile (`reload`), as NKI's compiler spills
+        and reloads. PSUM cannot be reached by DMA: a tile taken there is evicted, its buffer marked so
+        that using it later is refused (emit), an evicted block of a lazily made block tensor made again
+        when assigned. False when nothing can be given back."""
         if self.release_free(memory, keep):
             return True
         # Which tiles are live is what the kernel's Python can still reach: garbage in reference
-        # cycles is collected first, so that the choice does not depend on when Python collects it.
-        if gc.collect() and self.release_free(memory, keep):
-            return True
+        # cycles is collected (once a trace: ncsim makes no cycles that hold tiles, and a full
+        # collection costs tens of ms), so that the choice does not depend on when Python collects it.
+        if not self.collected:
+            self.collected = True
+            if gc.collect() and self.release_free(memory, keep):
+                return True
         victim = None
         for (mem, *_), pool in self.pools.items():
             if mem != memory:
@@ -545,7 +553,17 @@ class Tracer:
         if victim is None:
             return False
         buf, pool, i = victim
-        if buf.block is not None and (tensor := buf.block[0]()) is not None:
+        if memory == "sbuf":
+            # the spill's store is given its place in program order now and made only if the tile is
+            # used again (reload): a tile the kernel no longer needs, though its Python still holds it,
+            # moves no data, as NKI's compiler, which knows its lifetime, would not spill it
+            hole = None
+            if buf.stored:
+                hole = self.program.count
+                self.program.count += 1
+                self.holes.add(hole)
+            buf.spilled = (hole, place)
+        elif buf.block is not None and (tensor := buf.block[0]()) is not None:
             flat = buf.block[1]
             tensor.blocks[flat] = None
             tensor.evicted.add(flat)
@@ -556,6 +574,26 @@ class Tracer:
         del pool.entries[i], pool.holders[i], pool.used[i]
         self.alloc.release(buf.entry.name)
         return True
+
+    def reload(self, buf: Buffer, place: Place, protect: set[int]) -> None:
+        """A spilled SBUF tile used again (make_room): its store to an HBM tensor of its own is made
+        at the place in program order its spill reserved (dma_copy, Sync, reading its old place), then
+        a new tile, made at `place`, loads it back (dma_copy, Sync) and becomes the buffer's place:
+        every view of it follows."""
+        hole, spilled_at = buf.spilled
+        hbm = None
+        if hole is not None:
+            hbm = self.hbm_tensor("spill", buf.dtype, buf.entry.shape, "scratch")
+            self.holes.discard(hole)
+            self.emit("dma_copy", "sync", place=spilled_at, flush=False, at=hole, dst=View.of(hbm), src=View.of(buf))
+        new = self.tile(buf.entry.memory, buf.dtype, buf.entry.shape, place, protect | {id(buf)})
+        if hbm is not None:
+            self.emit("dma_copy", "sync", place=place, flush=False, dst=View.of(new), src=View.of(hbm))
+        pool = next(p for p in self.pools.values() if new.entry in p.entries)
+        i = pool.entries.index(new.entry)
+        buf.entry, buf.name, buf.spilled = new.entry, new.name, None
+        buf.stored = hbm is not None
+        pool.holders[i] = weakref.ref(buf, pool._dropped)  # the pool's tile is buf's now (live stays 1)
 
     def fold_pool(self) -> None:
         """Count the tiles of the site that last made one into its peak (called at each tile and
@@ -650,7 +688,7 @@ class Tracer:
 
     # ---------------------------------------------------------------- instructions
     def emit(self, mnemonic: str, engine: str | None = None, *, place: Place | None = None,
-             accumulating: bool = False, flush: bool = True, **operands: Any) -> Instruction:
+             accumulating: bool = False, flush: bool = True, at: int | None = None, **operands: Any) -> Instruction:
         """Add one instruction, its operands given by NAME (the table's names). Views become access
         patterns, Python numbers constants. Checked by the assembler's rules at the kernel's line.
         Pending results are emitted first (flush=False: the caller has emitted those before it)."""
@@ -661,6 +699,12 @@ class Tracer:
         spec, names, rows = table
         if not names.issuperset(operands):  # a bug in ncsim.nki, not in the kernel
             raise TypeError(f"{mnemonic} has no operands {sorted(set(operands) - names)} (isa.py: {spec.syntax()})")
+        spilled = [v for v in operands.values() if type(v) is View and v._buf is not None and v._buf.spilled]
+        if spilled and at is None:  # (at: reload's store, which reads the spilled tile's old place)
+            protect = {id(v._buf) for v in operands.values() if type(v) is View and v._buf is not None}
+            for v in spilled:
+                if v._buf.spilled:  # (two operands may view one tile)
+                    self.reload(v._buf, place, protect)
         try:
             for name, *_ in rows:
                 v = operands.get(name)
@@ -718,7 +762,7 @@ class Tracer:
                 v._buf.last_use = self.use_tick
         if self.last_writer:
             self.check_lifetimes(spec, operands, place)
-        self.record(instr, (self.program.file_index(place.file), place.line, place.col))
+        self.record(instr, (self.program.file_index(place.file), place.line, place.col), at)
         for v in written:
             buf = v.buf
             if buf.entry.name in self.last_writer:
@@ -749,11 +793,15 @@ class Tracer:
                             " (NKI's lifetime rule): give it more tiles (num_free_tiles) or end one tile's use"
                             " before the next is written", place)
 
-    def record(self, instr: Instruction, where: tuple[int, int, int]) -> None:
-        """Add `instr` at the next program-order position. Batched (the default), instructions of one
-        call site that differ only in their access patterns' first partitions and offsets (the
-        iterations of a loop) are gathered into one chunk whose differing values are lanes, as the
-        assembler's loop templates are (`ncsim.asm.build.Chunk`); `materialise` makes the chunks."""
+    def record(self, instr: Instruction, where: tuple[int, int, int], at: int | None = None) -> None:
+        """Add `instr` at the next program-order position (or at `at`, one reserved earlier: a spill's
+        store). Batched (the default), instructions of one call site that differ only in their access
+        patterns' first partitions and offsets (the iterations of a loop) are gathered into one chunk
+        whose differing values are lanes, as the assembler's loop templates are
+        (`ncsim.asm.build.Chunk`); `materialise` makes the chunks."""
+        if at is not None:
+            self.program.chunks.append(Chunk(instr, np.array([at], np.int64), where))
+            return
         if not self.batch:
             self.program.add(instr, where)
             return
@@ -795,6 +843,12 @@ class Tracer:
                 instr = Instruction(instr.spec, instr.engine, operands, loc=instr.loc, given=instr.given)
             self.program.chunks.append(Chunk(instr, np.array(site.positions, np.int64), site.where))
         self.sites = {}
+        if self.holes:  # places reserved for spills whose tiles were never used again: closed up
+            holes = np.array(sorted(self.holes), np.int64)
+            for chunk in self.program.chunks:
+                chunk.positions = (chunk.positions - np.searchsorted(holes, chunk.positions)).astype(np.int32)
+            self.program.count -= len(holes)
+            self.holes = set()
 
     def emit_zeros(self, buf: Buffer, place: Place) -> None:
         """The memset that nl.zeros in PSUM deferred (an nc_matmul that overwrites it all needs none)."""

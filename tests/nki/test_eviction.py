@@ -103,3 +103,49 @@ def test_a_tile_left_in_a_variable_is_evicted_and_refused_only_if_used_again():
         leftover_used_again(a, b)
     assert e.value.loc.line == line_of("# t was evicted for the blocks")
     assert "which was evicted: PSUM was full" in e.value.message
+
+
+@nki.jit
+def more_tiles_than_sbuf(a):
+    """Twelve [128, 4096] fp32 tiles (16 KiB a partition each, 192 KiB in all) held at once in a list:
+    SBUF (176 KiB usable) holds eleven, so the least recently used are spilled to HBM and reloaded
+    when the stores read them."""
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    tiles = []
+    for i in range(a.shape[0] // 128):
+        tiles.append(nl.multiply(nl.load(a[i * 128:(i + 1) * 128, :]), 2.0))
+    for i in reversed(range(a.shape[0] // 128)):
+        nl.store(out[i * 128:(i + 1) * 128, :], tiles[i])
+    return out
+
+
+def test_sbuf_tiles_that_do_not_fit_are_spilled_and_reloaded():
+    a = np.random.default_rng(2).standard_normal((12 * 128, 4096)).astype(F32)
+    np.testing.assert_array_equal(more_tiles_than_sbuf(a), 2 * a)
+    run = nki.last_run()
+    spills = [e for e in run.program.tensors.values() if e.name.startswith("spill")]
+    assert spills, "a spill to HBM was expected"
+    t = run.result.timing
+    dmas = sum(t.mnemonic(i) == "dma_copy" for i in range(run.result.instructions))
+    assert dmas == 12 + 12 + 2 * len(spills)  # loads, stores, and a store and a load per spilled tile
+
+
+@nki.jit
+def spilled_but_never_read(a):
+    """The same tiles, each stored as soon as it is made: those spilled are never read again, so no
+    data moves for them (NKI's compiler, knowing their lifetimes, would not spill them)."""
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    tiles = []
+    for i in range(a.shape[0] // 128):
+        tiles.append(nl.multiply(nl.load(a[i * 128:(i + 1) * 128, :]), 2.0))
+        nl.store(out[i * 128:(i + 1) * 128, :], tiles[i])
+    return out
+
+
+def test_a_spilled_tile_never_used_again_moves_no_data():
+    a = np.random.default_rng(3).standard_normal((12 * 128, 4096)).astype(F32)
+    np.testing.assert_array_equal(spilled_but_never_read(a), 2 * a)
+    run = nki.last_run()
+    assert not [e for e in run.program.tensors.values() if e.name.startswith("spill")]
+    t = run.result.timing
+    assert sum(t.mnemonic(i) == "dma_copy" for i in range(run.result.instructions)) == 24
