@@ -83,10 +83,10 @@ class BlockTensor:
 
     A PSUM tensor, and an SBUF tensor whose blocks do not all fit at once, is made lazily (NKI's
     allocator maps logical blocks onto fewer physical tiles): a block gets its tile when first
-    indexed. When the memory is full, the tile used least recently may be evicted to make room
-    (Tracer.make_room); indexing an evicted block to read it, or using a view of it taken before, is
-    refused with the rule (NKI's compiler would spill it; ncsim does not), and assigning to it whole
-    makes it again."""
+    indexed. When the memory is full, the tile used least recently gives up its place
+    (Tracer.make_room): an SBUF block is spilled and reloaded when used again; a PSUM block is
+    evicted, and indexing it to read it, or using a view of it taken before, is refused with the rule
+    (DMA cannot reach PSUM, so ncsim does not spill it), while assigning to it whole makes it again."""
 
     def __init__(self, blocks: list[View | None], block_shape: tuple[int, ...], tile_shape: tuple[int, ...],
                  dtype: Any = None, maker: Any = None):

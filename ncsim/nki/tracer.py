@@ -492,16 +492,17 @@ class Tracer:
 
     def lazy_block(self, tensor: Any, flat: int, write: bool, index: tuple[int, ...]) -> View:
         """Block `flat` of a lazily made block tensor (language.BlockTensor): its tile, made now if it
-        has none (when the memory is full, `tile` evicts the least recently used tile)."""
+        has none (when the memory is full, `tile` takes the place of the least recently used tile:
+        make_room)."""
         memory, dtype, place = tensor.maker
         view = tensor.blocks[flat]
         if view is None:
             if flat in tensor.evicted and not write:
                 raise self.fail(f"block {list(index)} of the {list(tensor.shape)} tensor made at"
                                 f" {os.path.basename(place.file)}:{place.line} was evicted: {memory.upper()} was"
-                                " full, and ncsim's automatic allocation gave its tile to another (NKI's compiler"
-                                " would spill it to HBM; ncsim does not). Hold fewer tiles at once, or place them"
-                                f" by hand (ncc.{memory}.mod_alloc)", user_place())
+                                " full, and ncsim's automatic allocation gave its tile to another (ncsim spills"
+                                " SBUF tiles to HBM, not PSUM ones, which DMA cannot reach). Hold fewer tiles at"
+                                f" once, or place them by hand (ncc.{memory}.mod_alloc)", user_place())
             buf = self.tile(memory, dtype, tensor.tile_shape, place)
             buf.block = (tensor.ref, flat)
             view = tensor.blocks[flat] = View.of(buf)
@@ -528,9 +529,9 @@ class Tracer:
         """The memory is full and the site's pool `keep` has no free buffer: give back the free buffers
         of other sites, or else take the place of the least recently used reachable tile of the memory
         (not one in `protect`, ids of the buffers the instruction being made reads). In SBUF that tile
-        is spilled: a dma_copy (Sync) stores what it holds to an HBM tensor of its own, and the first
-        instruction that uses it again reloads it into a new tile (`reload`), as NKI's compiler spills
-        and reloads. PSUM cannot be reached by DMA: a tile taken there is evicted, its buffer marked so
+        is spilled: a place in program order is kept for a dma_copy (Sync) storing it to an HBM tensor,
+        made, with a load into a new tile, only when an instruction uses it again (`reload`), as NKI's
+        compiler spills and reloads. PSUM cannot be reached by DMA: a tile taken there is evicted, its buffer marked so
         that using it later is refused (emit), an evicted block of a lazily made block tensor made again
         when assigned. False when nothing can be given back."""
         if self.release_free(memory, keep):
@@ -756,9 +757,9 @@ class Tracer:
             if type(v) is View and v._buf is not None:
                 if v._buf.evicted:
                     raise self.fail(f"this uses {v._buf.evicted}, which was evicted: {v.memory.upper()} was full, and"
-                                    " ncsim's automatic allocation gave its tile to another (NKI's compiler would spill"
-                                    " it to HBM; ncsim does not). Hold fewer tiles at once, or place them by hand"
-                                    f" (ncc.{v.memory}.mod_alloc)", place)
+                                    " ncsim's automatic allocation gave its tile to another (ncsim spills SBUF tiles"
+                                    " to HBM, not PSUM ones, which DMA cannot reach). Hold fewer tiles at once, or"
+                                    f" place them by hand (ncc.{v.memory}.mod_alloc)", place)
                 v._buf.last_use = self.use_tick
         if self.last_writer:
             self.check_lifetimes(spec, operands, place)

@@ -61,7 +61,7 @@ def test_reading_an_evicted_block_is_refused_at_its_line():
         all_blocks_then_read(np.zeros((128, 64), F32), np.zeros((128, 16 * 512), F32))
     assert e.value.loc.file == str(HERE) and e.value.loc.line == line_of("# block 0 was evicted")
     assert "block [0] of the [16, 64, 512] tensor" in e.value.message
-    assert "would spill it to HBM; ncsim does not" in e.value.message
+    assert "ncsim spills SBUF tiles to HBM, not PSUM ones" in e.value.message
 
 
 @nki.jit
