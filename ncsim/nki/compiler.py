@@ -18,8 +18,8 @@ The rules ncsim holds a placement to, each refused at the declaration's line: th
 fits the tile's partition count (more than 64 partitions start at 0; 33-64 at 0 or 64; 1-32 at 0, 32,
 64 or 96), the tile lies inside SBUF's usable bytes per partition or inside one PSUM bank (8 banks of
 2 KiB per partition), a PSUM tile starts at partition 0 and byte 0 of its bank (the guide's known
-limitation), the byte address is a multiple of the element size, and a kernel's SBUF (PSUM) tensors
-are all allocated directly or all automatically; and, at the instruction, a logical tile is not read
+limitation), the byte address is a multiple of the element size, the kernel declares no HBM tensor
+but its outputs, and a kernel's SBUF (PSUM) tensors are all allocated directly or all automatically; and, at the instruction, a logical tile is not read
 after another logical tile of its declaration sharing its physical tile has written it (the
 guide's lifetime rule). A loop of nl.affine_range / sequential_range runs its body once per
 iteration in ncsim, where NKI traces it once: a direct allocation inside such loops takes the places

@@ -340,6 +340,7 @@ def ndarray(shape: Any, dtype: Any = np.float32, buffer: Any = None, name: str =
     if mem == "hbm":
         if buffer is shared_hbm:
             return View.of(tr.shared_hbm(dt, shape, place))
+        tr.check_hbm_scratch(place)
         return View.of(tr.hbm_tensor(name or "hbm", dt, shape, "scratch"))
     given = tuple(shape_arg) if isinstance(shape_arg, (tuple, list)) else ()
     k = next((i for i, d in enumerate(given) if isinstance(d, ParDim)), 0)

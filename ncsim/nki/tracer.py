@@ -256,6 +256,7 @@ class Tracer:
         self.force_auto = False
         self.direct_first: dict[str, Place] = {}
         self.auto_first: dict[str, Place] = {}
+        self.hbm_scratch_first: Place | None = None  # the first nl.hbm / private_hbm tensor (check_hbm_scratch)
         self.direct_places: dict[tuple, tuple[tuple, list[TensorEntry]]] = {}  # trace key -> places
         self.frames: list[_LoopFrame] = []  # the nl.affine_range / sequential_range loops running (loop)
         self.loop_run = 0  # outermost such loops started so far
@@ -371,6 +372,18 @@ class Tracer:
         self.last_pool = pool
         return buf
 
+    def check_hbm_scratch(self, place: Place) -> None:
+        """NKI's known limitation of direct allocation: a kernel that allocates directly declares no HBM
+        tensor but its outputs (nl.shared_hbm); nl.hbm and nl.private_hbm are refused (the guide's
+        "Non IO HBM tensor is not supported in allocated NKI kernel")."""
+        if self.direct_first:
+            first = next(iter(self.direct_first.values()))
+            raise self.fail("an HBM tensor that is not an output (nl.hbm, nl.private_hbm) in a kernel that allocates"
+                            f" directly (at {os.path.basename(first.file)}:{first.line}): NKI refuses it (\"Non IO HBM"
+                            " tensor is not supported in allocated NKI kernel\"); return it (nl.shared_hbm) or keep the"
+                            " data on chip", place)
+        self.hbm_scratch_first = self.hbm_scratch_first or place
+
     def direct_tiles(self, alloc: Any, dtype: dtypes.DType, blocks: tuple[int, ...], shape: tuple[int, ...],
                      place: Place) -> list[Buffer]:
         """The tiles of a tensor declared with a direct allocation (ncsim.nki.compiler), one per block
@@ -382,6 +395,12 @@ class Tracer:
             raise self.fail(f"{alloc!r}: this kernel already has a {memory.upper()} tile allocated automatically"
                             f" (at {os.path.basename(first.file)}:{first.line}): NKI allocates a kernel's"
                             f" {memory.upper()} tensors all directly or all automatically", place)
+        if self.hbm_scratch_first is not None:
+            first = self.hbm_scratch_first
+            raise self.fail(f"{alloc!r}: this kernel declares an HBM tensor that is not an output (at"
+                            f" {os.path.basename(first.file)}:{first.line}), which NKI refuses in a kernel that"
+                            " allocates directly (\"Non IO HBM tensor is not supported in allocated NKI kernel\")",
+                            place)
         self.direct_first.setdefault(memory, place)
         # NKI traces a loop's body once, ncsim runs it per iteration: inside nl.affine_range /
         # sequential_range loops a declaration keeps the places it got in the first iteration of each

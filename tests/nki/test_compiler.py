@@ -200,6 +200,18 @@ def auto_then_placed_by_hand(a):
 
 
 @nki.jit
+def scratch_hbm_in_allocated(a):
+    nl.ndarray((nl.par_dim(128), 64), F32, buffer=ncc.sbuf.mod_alloc(base_addr=0))
+    nl.ndarray((128, 64), F32, buffer=nl.hbm)  # not an output
+
+
+@nki.jit
+def allocated_after_scratch_hbm(a):
+    nl.ndarray((128, 64), F32, buffer=nl.private_hbm)
+    nl.ndarray((nl.par_dim(128), 64), F32, buffer=ncc.sbuf.mod_alloc(base_addr=0))  # after private_hbm
+
+
+@nki.jit
 def bad_start_partition(a):
     nl.ndarray((2, nl.par_dim(64), 64), F32, buffer=ncc.sbuf.mod_alloc(base_addr=0, base_partition=32))  # 64 parts at 32
 
@@ -238,6 +250,8 @@ def function_returns_one(a):
     (changes_shape_in_loop, "# shape varies", "NKI traces a loop's body once"),
     (placed_by_hand_then_auto, "# its result would be placed", "all directly or all automatically"),
     (auto_then_placed_by_hand, "# after an automatic tile", "already has a SBUF tile allocated automatically"),
+    (scratch_hbm_in_allocated, "# not an output", "Non IO HBM tensor is not supported in allocated NKI kernel"),
+    (allocated_after_scratch_hbm, "# after private_hbm", "declares an HBM tensor that is not an output"),
     (bad_start_partition, "# 64 parts at 32", "a tile of 64 partitions starts at partition 0 or 64"),
     (past_sbuf, "# ends past usable", "outside SBUF's usable"),
     (misaligned, "# fp32 at byte 6", "not a multiple of float32's 4 bytes"),
