@@ -128,6 +128,12 @@ def test_sbuf_tiles_that_do_not_fit_are_spilled_and_reloaded():
     t = run.result.timing
     dmas = sum(t.mnemonic(i) == "dma_copy" for i in range(run.result.instructions))
     assert dmas == 12 + 12 + 2 * len(spills)  # loads, stores, and a store and a load per spilled tile
+    # each instruction its own chunk (the spill's store at its reserved place either way): the same run
+    from ncsim.nki import simulate
+
+    unbatched = simulate(more_tiles_than_sbuf, (a,), {}, batch=False)
+    np.testing.assert_array_equal(unbatched.outputs, 2 * a)
+    assert unbatched.latency_us == run.latency_us
 
 
 @nki.jit
