@@ -19,9 +19,9 @@ fits the tile's partition count (more than 64 partitions start at 0; 33-64 at 0 
 64 or 96), the tile lies inside SBUF's usable bytes per partition or inside one PSUM bank (8 banks of
 2 KiB per partition), a PSUM tile starts at partition 0 and byte 0 of its bank (the guide's known
 limitation), the byte address is a multiple of the element size, the kernel declares no HBM tensor
-but its outputs, and a kernel's SBUF (PSUM) tensors are all allocated directly or all automatically; and, at the instruction, a logical tile is not read
-after another logical tile of its declaration sharing its physical tile has written it (the
-guide's lifetime rule). A loop of nl.affine_range / sequential_range runs its body once per
+but its outputs, and a kernel's SBUF (PSUM) tensors are all allocated directly or all automatically;
+and, at the instruction, a logical tile is not read after another logical tile of its declaration
+sharing its physical tile has written it (the guide's lifetime rule). A loop of nl.affine_range / sequential_range runs its body once per
 iteration in ncsim, where NKI traces it once: a direct allocation inside such loops takes the places
 it got in their first iterations (docs/nki.md "Direct allocation").
 
@@ -45,7 +45,12 @@ class Direct:
 
     def __init__(self, memory: str, func: Callable[..., Any], text: str):
         if not callable(func):
-            raise TypeError(f"ncc.{memory}.alloc takes a function (idx, pdim_size, fdim_size) -> its place, not {func!r}")
+            from ncsim.nki import tracer
+
+            message = f"ncc.{memory}.alloc takes a function (idx, pdim_size, fdim_size) -> its place, not {func!r}"
+            if tracer._current is not None:  # in a kernel: at its line
+                raise tracer._current.fail(message)
+            raise TypeError(message)
         self.memory = memory
         self.func = func
         self.text = text

@@ -435,3 +435,15 @@ def test_a_lifetime_conflict_is_refused_where_the_lost_tile_is_read():
     assert e.value.loc.line == line_of("# t[0] was overwritten by t[2]")
     assert "shares its physical tile" in e.value.message
     assert f"test_compiler.py:{line_of('# loads all eight')}" in e.value.message
+
+
+@nki.jit
+def not_a_function(a):
+    nl.ndarray((nl.par_dim(128), 64), F32, buffer=ncc.sbuf.alloc(0))  # an int
+
+
+def test_an_allocation_that_is_not_a_function_is_refused_at_the_kernels_line():
+    with pytest.raises(AsmError) as e:
+        not_a_function(np.zeros((128, 64), F32))
+    assert e.value.loc.line == line_of("buffer=ncc.sbuf.alloc(0))  # an int")
+    assert "ncc.sbuf.alloc takes a function" in e.value.message
