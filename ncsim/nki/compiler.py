@@ -45,12 +45,7 @@ class Direct:
 
     def __init__(self, memory: str, func: Callable[..., Any], text: str):
         if not callable(func):
-            from ncsim.nki import tracer
-
-            message = f"ncc.{memory}.alloc takes a function (idx, pdim_size, fdim_size) -> its place, not {func!r}"
-            if tracer._current is not None:  # in a kernel: at its line
-                raise tracer._current.fail(message)
-            raise TypeError(message)
+            _refuse(f"ncc.{memory}.alloc takes a function (idx, pdim_size, fdim_size) -> its place, not {func!r}")
         self.memory = memory
         self.func = func
         self.text = text
@@ -70,13 +65,20 @@ def _modulo(base: int, tiles: tuple[int, ...], scale: int, idx: tuple[int, ...])
     return int(base) + flat * int(scale)
 
 
+def _refuse(message: str) -> None:
+    """In a kernel being traced, an error at the kernel's line; else a TypeError."""
+    from ncsim.nki import tracer
+
+    if tracer._current is not None:
+        raise tracer._current.fail(message)
+    raise TypeError(message)
+
+
 def _tiles(name: str, v: Any) -> tuple[int, ...]:
-    if isinstance(v, int):
-        v = (v,)
-    t = tuple(v)
-    if not all(isinstance(n, int) and n >= 1 for n in t):
-        raise ValueError(f"{name} takes a tuple of positive tile counts, not {v!r}")
-    return t
+    t = (v,) if isinstance(v, int) else tuple(v) if isinstance(v, (tuple, list)) else None
+    if t is None or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in t):
+        _refuse(f"{name} takes a tuple of positive tile counts, not {v!r}")
+    return t  # type: ignore[return-value]
 
 
 class _SbufAlloc:

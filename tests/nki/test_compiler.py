@@ -442,8 +442,19 @@ def not_a_function(a):
     nl.ndarray((nl.par_dim(128), 64), F32, buffer=ncc.sbuf.alloc(0))  # an int
 
 
-def test_an_allocation_that_is_not_a_function_is_refused_at_the_kernels_line():
+@nki.jit
+def zero_tiles(a):
+    nl.ndarray((2, nl.par_dim(128), 64), F32, buffer=ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(0,)))  # none
+
+
+@pytest.mark.parametrize("kernel, fragment, rule", [
+    (not_a_function, "buffer=ncc.sbuf.alloc(0))  # an int", "ncc.sbuf.alloc takes a function"),
+    (zero_tiles, "num_free_tiles=(0,)))  # none", "num_free_tiles takes a tuple of positive tile counts"),
+])
+def test_a_malformed_allocation_is_refused_at_the_kernels_line(kernel, fragment, rule):
     with pytest.raises(AsmError) as e:
-        not_a_function(np.zeros((128, 64), F32))
-    assert e.value.loc.line == line_of("buffer=ncc.sbuf.alloc(0))  # an int")
-    assert "ncc.sbuf.alloc takes a function" in e.value.message
+        kernel(np.zeros((128, 64), F32))
+    assert e.value.loc.line == line_of(fragment)
+    assert rule in e.value.message
+    with pytest.raises(TypeError):  # outside a kernel: Python's error
+        ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(0,))
