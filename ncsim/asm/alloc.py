@@ -51,11 +51,10 @@ class Allocator:
                                " automatically: declare tensors placed by hand first, or place both by hand")
         self.reserve(t)
 
-    def release(self, name: str) -> None:
-        """Give back the place of the tensor `name` (the NKI front end's evicted blocks)."""
-        for memory, taken in self.taken.items():
-            self.taken[memory] = [r for r in taken if r[2] != name]
-        self.automatic.discard(name)
+    def release(self, t: TensorEntry) -> None:
+        """Give back the place of tensor `t` (the NKI front end's buffers given up under pressure)."""
+        self.taken[t.memory] = [r for r in self.taken[t.memory] if r[2] != t.name]
+        self.automatic.discard(t.name)
 
     def place(self, t: TensorEntry) -> TensorEntry:
         size = per_partition_bytes(t)

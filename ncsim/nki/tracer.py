@@ -43,7 +43,7 @@ from ncsim.asm.fields import APKind, FieldError, const_of
 from ncsim.asm.instruction import Instruction
 from ncsim.asm.lanes import Lanes, lanes
 from ncsim.asm.objfile import TensorEntry
-from ncsim.asm.rules import check_instruction
+from ncsim.asm.rules import check_instruction, partition_start_ok
 from ncsim.config import Config
 from ncsim.errors import AsmError, NcsimError, SourceLoc
 from ncsim.memory.access import AccessPattern, Immediate, Memory
@@ -218,6 +218,12 @@ class _Pool:
 
     def _dropped(self, _ref: object) -> None:
         self.live -= 1
+
+    def drop(self, i: int) -> TensorEntry:
+        """Take buffer i out of the pool (its place given back to the memory by the caller)."""
+        entry = self.entries[i]
+        del self.entries[i], self.holders[i], self.used[i]
+        return entry
 
     def fold(self) -> None:
         """Count the tiles reachable now into the peak."""
@@ -448,9 +454,9 @@ class Tracer:
             else:
                 bank, partition, addr = (int(x) for x in got)
             rule = None
-            starts = (0,) if parts > 64 else (0, 64) if parts > 32 else (0, 32, 64, 96)
-            if partition not in starts:
-                rule = (f"a tile of {parts} partitions starts at partition {' or '.join(map(str, starts))}"
+            if not partition_start_ok(partition, parts):
+                starts = [str(p) for p in (0, 32, 64, 96) if partition_start_ok(p, parts)]
+                rule = (f"a tile of {parts} partitions starts at partition {' or '.join(starts)}"
                         f" (the ISA's rule), not {partition}")
             elif memory == "sbuf" and not 0 <= addr <= cfg.sbuf_usable_bytes - per:
                 rule = (f"its {per} bytes per partition at byte {addr} are outside SBUF's usable"
@@ -539,8 +545,7 @@ class Tracer:
                 continue
             for i in reversed(range(len(pool.entries))):
                 if pool.holders[i]() is None:
-                    self.alloc.release(pool.entries[i].name)
-                    del pool.entries[i], pool.holders[i], pool.used[i]
+                    self.alloc.release(pool.drop(i))
                     n += 1
         return n
 
@@ -590,9 +595,8 @@ class Tracer:
             buf.evicted = f"block {flat} of the {list(tensor.shape)} tensor made at line {tensor.maker[2].line}"
         else:
             buf.evicted = f"the tile {buf.entry.name!r}"
-        pool.live -= 1
-        del pool.entries[i], pool.holders[i], pool.used[i]
-        self.alloc.release(buf.entry.name)
+        pool.live -= 1  # (its holder goes with the entry, so its death will not be counted)
+        self.alloc.release(pool.drop(i))
         return True
 
     def reload(self, buf: Buffer, place: Place, protect: set[int]) -> None:
@@ -607,10 +611,11 @@ class Tracer:
             self.holes.discard(hole)
             self.emit("dma_copy", "sync", place=spilled_at, flush=False, at=hole, dst=View.of(hbm), src=View.of(buf))
         new = self.tile(buf.entry.memory, buf.dtype, buf.entry.shape, place, protect | {id(buf)})
+        pool = self.last_pool  # (the pool tile just gave `new` from)
+        assert pool is not None
+        i = pool.entries.index(new.entry)
         if hbm is not None:
             self.emit("dma_copy", "sync", place=place, flush=False, dst=View.of(new), src=View.of(hbm))
-        pool = next(p for p in self.pools.values() if new.entry in p.entries)
-        i = pool.entries.index(new.entry)
         buf.entry, buf.name, buf.spilled = new.entry, new.name, None
         buf.stored = hbm is not None
         pool.holders[i] = weakref.ref(buf, pool._dropped)  # the pool's tile is buf's now (live stays 1)
