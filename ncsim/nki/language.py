@@ -81,12 +81,12 @@ class BlockTensor:
     creation site (a site's pool grows to hold them all, as they stay reachable). Indexing gives the
     tile of the block indices, then indexes it as usual: `t[b, 0:128, 0:512]`, `t[b]`.
 
-    A PSUM tensor, and an SBUF tensor whose blocks do not all fit at once, is made lazily (NKI's
-    allocator maps logical blocks onto fewer physical tiles): a block gets its tile when first
-    indexed. When the memory is full, the tile used least recently gives up its place
-    (Tracer.make_room): an SBUF block is spilled and reloaded when used again; a PSUM block is
-    evicted, and indexing it to read it, or using a view of it taken before, is refused with the rule
-    (DMA cannot reach PSUM, so ncsim does not spill it), while assigning to it whole makes it again."""
+    A PSUM tensor is made lazily (NKI's allocator maps logical blocks onto fewer physical tiles): a
+    block gets its tile when first indexed. When the memory is full, the tile used least recently
+    gives up its place (Tracer.make_room): an SBUF block is spilled and reloaded when used again; a
+    PSUM block is evicted, and indexing it to read it, or using a view of it taken before, is refused
+    with the rule (DMA cannot reach PSUM, so ncsim does not spill it), while assigning to it whole
+    makes it again."""
 
     def __init__(self, blocks: list[View | None], block_shape: tuple[int, ...], tile_shape: tuple[int, ...],
                  dtype: Any = None, maker: Any = None):
@@ -349,19 +349,11 @@ def ndarray(shape: Any, dtype: Any = np.float32, buffer: Any = None, name: str =
         return BlockTensor(tiles, shape[:k], shape[k:]) if k > 0 else tiles[0]  # type: ignore[return-value]
     if k > 0:  # block dimensions before the partition dimension: one tile per block
         n = math.prod(shape[:k])
-        blocks: list[View | None] = []
-        lazy = mem == "psum"  # PSUM's 8 banks: its blocks are logical from the start (BlockTensor)
-        if not lazy:
-            try:
-                for _ in range(n):
-                    blocks.append(View.of(tr.tile(mem, dt, shape[k:], place)))
-            except AsmError as e:
-                if " is full" not in e.message:
-                    raise
-                lazy = True  # the blocks made here are dropped: their buffers are free for the lazy ones
-        if lazy:
+        if mem == "psum":  # PSUM's 8 banks: its blocks are logical from the start (BlockTensor)
             tr.check_tile(mem, dt, shape[k:], place)
             return BlockTensor([None] * n, shape[:k], shape[k:], numpy_dtype(dt), (mem, dt, place))  # type: ignore[return-value]
+        # (SBUF blocks that do not all fit are spilled while they are made, unwritten: no data moves)
+        blocks = [View.of(tr.tile(mem, dt, shape[k:], place)) for _ in range(n)]
         return BlockTensor(blocks, shape[:k], shape[k:])  # type: ignore[return-value]
     return View.of(tr.tile(mem, dt, shape, place))
 

@@ -155,3 +155,25 @@ def test_a_spilled_tile_never_used_again_moves_no_data():
     assert not [e for e in run.program.tensors.values() if e.name.startswith("spill")]
     t = run.result.timing
     assert sum(t.mnemonic(i) == "dma_copy" for i in range(run.result.instructions)) == 24
+
+
+@nki.jit
+def sbuf_blocks_beyond_capacity(a):
+    """An SBUF tensor of 12 blocks of [128, 4096] fp32 (192 KiB a partition, SBUF has 176), each block
+    written, stored and never read again: its blocks spill while they are made, unwritten, so the
+    kernel runs with its loads, multiplies and stores only."""
+    n = a.shape[0] // 128
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((n, nl.par_dim(128), a.shape[1]), a.dtype, buffer=nl.sbuf)
+    for i in nl.affine_range(n):
+        t[i] = nl.multiply(nl.load(a[i * 128:(i + 1) * 128, :]), 2.0)
+        nl.store(out[i * 128:(i + 1) * 128, :], t[i])
+    return out
+
+
+def test_an_sbuf_block_tensor_larger_than_sbuf_runs_when_used_a_block_at_a_time():
+    a = np.random.default_rng(4).standard_normal((12 * 128, 4096)).astype(F32)
+    np.testing.assert_array_equal(sbuf_blocks_beyond_capacity(a), 2 * a)
+    run = nki.last_run()
+    assert not [e for e in run.program.tensors.values() if e.name.startswith("spill")]
+    assert run.result.instructions == 36
