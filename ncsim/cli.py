@@ -320,11 +320,14 @@ def run(program: str, input_files: tuple[str, ...], out_file: str | None, seed: 
               help="Write each kernel's program as ncsim assembly, DIR/KERNEL.s (`ncsim asm` makes the same object).")
 @click.option("--show-sync", is_flag=True,
               help="Print, for each kernel, the semaphore waits synchronisation inserted and why, at the kernel's lines.")
+@click.option("--no-schedule", is_flag=True,
+              help="Issue each kernel's instructions in the order its Python made them (by default they are"
+                   " reordered as NKI's scheduler reorders independent operations: docs/nki.md \"Scheduling\").")
 @quiet_option
 @config_file_option
 @set_option
 def nki_cmd(script: str, script_args: tuple[str, ...], timing_only: bool, emit_asm: str | None, show_sync: bool,
-            quiet: bool, config_files: tuple[str, ...], sets: tuple[str, ...]) -> None:
+            no_schedule: bool, quiet: bool, config_files: tuple[str, ...], sets: tuple[str, ...]) -> None:
     """Run an NKI script as `python SCRIPT ARGS...` would, with `neuronxcc.nki` aliased to ncsim's NKI
     front end: its kernels run on the simulated NeuronCore. ncsim's options go before SCRIPT."""
     import runpy
@@ -336,7 +339,7 @@ def nki_cmd(script: str, script_args: tuple[str, ...], timing_only: bool, emit_a
         raise NcsimError("no such script", file=script)
     keep_freed_memory()  # the kernels' runs reuse what the previous one freed (docs/running.md)
     nki.options.update(timing_only=timing_only, announce=not quiet, config=make_config(config_files, sets),
-                       emit_asm=emit_asm, show_sync=show_sync)
+                       emit_asm=emit_asm, show_sync=show_sync, schedule=not no_schedule)
     nki.install_alias()
     sys.argv = [script, *script_args]
     sys.path.insert(0, str(Path(script).resolve().parent))

@@ -22,7 +22,8 @@ The published size is lhsT [8192, 4096] x rhs [8192, 8192] in bf16, the size of 
 benchmark. Arguments are `nki.typing.tensor` placeholders, so each run is
 timing-only (what `nki.benchmark` at that size does). Printed per kernel and size: the instruction
 count and the host seconds of each phase of `ncsim.nki.simulate` (trace: the kernel's Python on the
-tracer; build: synchronisation and encoding; load: the decoded program from the encoded arrays;
+tracer; build: synchronisation and encoding; schedule: the scheduler's reordering, ncsim.nki.schedule,
+with its second build and the two timings that choose the order; load: the decoded program from the encoded arrays;
 timing: the timing model; races: the race check; report: the timing report), the total, the
 instructions per second, and the simulated latency. Each figure is the best of --repeat runs, after
 one warm-up run of a small size (numba's compile or cache load is not counted).
@@ -148,7 +149,7 @@ VARIANTS = {"tiled": matmul_tiled, "hoisted": matmul_hoisted, "block_free": matm
             "optimized": matmul_optimized}
 PUBLISHED = (4096, 8192, 8192)  # M, K, N: lhs [4096, 8192] x rhs [8192, 8192]
 SMALL = (2048, 2048, 2048)
-PHASES = ("trace", "build", "load", "timing", "races", "report")
+PHASES = ("trace", "build", "schedule", "load", "timing", "races", "report")
 
 
 def run_once(kernel, size: tuple[int, int, int]) -> nki.NkiRun:

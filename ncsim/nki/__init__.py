@@ -51,9 +51,10 @@ __all__ = ["Kernel", "NkiRun", "asm_text", "baremetal", "benchmark", "compiler",
 
 # Settings of `ncsim nki` (the command line): every run timing-only, and a line on stderr per run.
 # emit_asm: a folder that receives each kernel's program as .s (ncsim nki --emit-asm); show_sync: print
-# each kernel's synchronisation report (ncsim nki --show-sync).
+# each kernel's synchronisation report (ncsim nki --show-sync); schedule: reorder each kernel as NKI's
+# scheduler does (ncsim nki --no-schedule turns it off).
 options: dict[str, Any] = {"timing_only": False, "announce": False, "config": None, "emit_asm": None,
-                           "show_sync": False}
+                           "show_sync": False, "schedule": True}
 _last: NkiRun | None = None
 
 
@@ -137,12 +138,12 @@ def _input_array(name: str, a: np.ndarray) -> np.ndarray:
 
 
 def simulate(kernel: Any, args: tuple, kwargs: dict, *, values: bool | None = None, config: Config | None = None,
-             buffers: int = DEFAULT_BUFFERS, batch: bool = True) -> NkiRun:
+             buffers: int = DEFAULT_BUFFERS, batch: bool = True, schedule: bool | None = None) -> NkiRun:
     """Trace `kernel` with these arguments, build its program and run it (see the module docstring).
     batch=False adds each traced instruction as a chunk of its own (`Tracer.record`): the same
-    object, built more slowly."""
+    object, built more slowly. schedule: reorder the program as NKI's scheduler does
+    (`ncsim.nki.schedule`; None: `options["schedule"]`, on unless `ncsim nki --no-schedule`)."""
     global _last
-    from ncsim.program import Program as Decoded
     from ncsim.runtime.run import run
     from ncsim.runtime.verify import verify_program
 
@@ -198,6 +199,11 @@ def simulate(kernel: Any, args: tuple, kwargs: dict, *, values: bool | None = No
     clock = time.perf_counter()
     enc = program.build(config, set())
     seconds["build"] = time.perf_counter() - clock
+    decoded = None
+    if options["schedule"] if schedule is None else schedule:
+        clock = time.perf_counter()
+        enc, decoded = _scheduled(program, enc, config, tracer.blocks())
+        seconds["schedule"] = time.perf_counter() - clock
     if values is None:
         values = not (placeholders or options["timing_only"])
     if values and placeholders:
@@ -205,8 +211,8 @@ def simulate(kernel: Any, args: tuple, kwargs: dict, *, values: bool | None = No
     clock = time.perf_counter()
     # The decoded program straight from the encoded arrays (no object in between), held to this
     # configuration's rules as a loaded object is (each instruction was also checked when traced).
-    decoded = Decoded.from_encoded(enc, program.kernel, program.files, list(program.tensors.values()),
-                                   f"<kernel {program.kernel}>")
+    if decoded is None:
+        decoded = _decoded(program, enc)
     verify_program(decoded, config)
     seconds["load"] = time.perf_counter() - clock
     clock = time.perf_counter()
@@ -234,6 +240,44 @@ def simulate(kernel: Any, args: tuple, kwargs: dict, *, values: bool | None = No
     if options["emit_asm"]:
         save_asm(_last, options["emit_asm"])
     return _last
+
+
+def _decoded(program: Program, enc: Any) -> Any:
+    """The decoded program straight from the encoded arrays (no object in between)."""
+    from ncsim.program import Program as Decoded
+
+    return Decoded.from_encoded(enc, program.kernel, program.files, list(program.tensors.values()),
+                                f"<kernel {program.kernel}>")
+
+
+def _scheduled(program: Program, enc: Any, config: Config, blocks: np.ndarray) -> tuple[Any, Any]:
+    """The program in the scheduler's order if the timing model finds it faster than the written
+    order, else as written (ncsim.nki.schedule): its encoding and decoded program."""
+    from ncsim.asm.build import take
+    from ncsim.nki.schedule import new_order
+    from ncsim.runtime.timing import time_program
+
+    decoded = _decoded(program, enc)
+    timed = time_program(decoded, config)
+    pos = new_order(decoded, timed, enc.origin, program.count, blocks)
+    if pos is None:
+        return enc, decoded
+    written = [(c.instr, c.positions) for c in program.chunks]
+    report = program._sync_report
+    for c in program.chunks:  # each chunk's lanes in their new order (the encoder's fast path)
+        moved = pos[c.positions]
+        lanes = np.argsort(moved, kind="stable")
+        c.positions = moved[lanes].astype(np.int32)
+        if c.n > 1 and (lanes[1:] < lanes[:-1]).any():
+            c.instr = take(c.instr, lanes)
+    enc2 = program.build(config, set())
+    decoded2 = _decoded(program, enc2)
+    if time_program(decoded2, config).total_ticks < timed.total_ticks:
+        return enc2, decoded2
+    for c, (instr, p) in zip(program.chunks, written):
+        c.instr, c.positions = instr, p
+    program.encoded, program._sync_report = enc, report
+    return enc, decoded
 
 
 def _as_user(a: np.ndarray, buf: Buffer) -> np.ndarray:

@@ -28,7 +28,7 @@ it got in their first iterations (docs/nki.md "Direct allocation").
 The decorators: `force_auto_alloc` makes ncsim place the kernel's tensors by its own buffer policy,
 ignoring their direct allocations (what the guide suggests to check a kernel for lifetime conflicts);
 `skip_middle_end_transformations` and `enable_stack_allocator` steer passes of NKI's compiler that
-ncsim does not have, and change nothing; nor does `no_reorder()` (ncsim never reorders).
+ncsim does not have, and change nothing.
 """
 
 from __future__ import annotations
@@ -148,15 +148,23 @@ def force_auto_alloc(func: Any) -> Any:
 
 
 class no_reorder:
-    """`ncc.no_reorder()`, as a loop's `directives=` or a `with` block: NKI's scheduler keeps those
-    operations in program order ("Without this directive, the compiler scheduler is free to reorder
-    independent operations", nki.language.no_reorder); ncsim issues every kernel in program order, so
-    it changes nothing."""
+    """`ncc.no_reorder()` (or `nl.no_reorder()`), as a `with` block or a loop's `directives=`: NKI's
+    scheduler keeps the operations made in it in program order ("Without this directive, the compiler
+    scheduler is free to reorder independent operations", nki.language.no_reorder), and so does
+    ncsim's (ncsim.nki.schedule)."""
 
     def __enter__(self) -> Self:
+        from ncsim.nki import tracer
+
+        if tracer._current is not None:
+            tracer._current.no_reorder(True)
         return self
 
     def __exit__(self, *exc: object) -> bool:
+        from ncsim.nki import tracer
+
+        if tracer._current is not None:
+            tracer._current.no_reorder(False)
         return False
 
 

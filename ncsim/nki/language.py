@@ -22,6 +22,7 @@ from ncsim import dtypes
 from ncsim.config import DEFAULT
 from ncsim.errors import AsmError
 from ncsim.isa import ACTIVATION_FUNCS
+from ncsim.nki import compiler as _compiler
 from ncsim.nki import tracer as _tracer
 from ncsim.nki.compiler import Direct as _Direct
 from ncsim.nki.indexing import Mask, arange, ds, mgrid
@@ -175,18 +176,23 @@ def program_ndim() -> int:
 
 class _Range:
     """The range of an nl.affine_range / sequential_range loop: its body runs in Python once per
-    iteration (the loop unrolls; iterations overlap through the buffer policy), and the tracer counts
-    the loops running, so that a direct allocation in the body keeps the places of its first run
-    (ncsim.nki.compiler). It reads as the range it holds."""
+    iteration (the loop unrolls; iterations overlap through the buffer policy and the scheduler,
+    ncsim.nki.schedule), and the tracer counts the loops running, so that a direct allocation in the
+    body keeps the places of its first run (ncsim.nki.compiler). `directives=ncc.no_reorder()` makes
+    the whole loop one no_reorder block. It reads as the range it holds."""
 
-    __slots__ = ("r",)
+    __slots__ = ("keep_order", "r")
 
-    def __init__(self, r: range):
+    def __init__(self, r: range, keep_order: bool = False):
         self.r = r
+        self.keep_order = keep_order
 
     def __iter__(self) -> Any:
         tr = _tracer._current
-        return iter(self.r) if tr is None else tr.loop(self.r, user_place().site)
+        if tr is None:
+            return iter(self.r)
+        it = tr.loop(self.r, user_place().site)
+        return _in_block(tr, it) if self.keep_order else it
 
     def __len__(self) -> int:
         return len(self.r)
@@ -210,12 +216,22 @@ class _Range:
         return repr(self.r)
 
 
-def affine_range(*args: int, **_: Any) -> Any:
-    """Loops run in Python while tracing (they unroll); iterations overlap through the buffer policy."""
-    return _Range(range(*(int(a) for a in args)))
+def _in_block(tr: Any, it: Any) -> Any:
+    tr.no_reorder(True)
+    try:
+        yield from it
+    finally:
+        tr.no_reorder(False)
+
+
+def affine_range(*args: int, directives: Any = None, **_: Any) -> Any:
+    """Loops run in Python while tracing (they unroll); iterations overlap through the buffer policy and
+    the scheduler. directives=ncc.no_reorder() keeps the loop's instructions in program order."""
+    return _Range(range(*(int(a) for a in args)), isinstance(directives, _compiler.no_reorder))
 
 
 sequential_range = affine_range
+no_reorder = _compiler.no_reorder  # nl.no_reorder(): a `with` block whose instructions keep their order
 
 
 def static_range(*args: int, **_: Any) -> range:

@@ -274,6 +274,11 @@ class Tracer:
         self.holes: set[int] = set()  # program-order places reserved for spills' stores not made (yet)
         self.constants: dict[tuple, Buffer] = {}  # nl.shared_constant tensors by (dtype, shape, bytes)
         self.constant_values: dict[str, np.ndarray] = {}  # their values, by tensor name (inputs of the run)
+        # no_reorder blocks (ncsim.nki.schedule): how deep the blocks running are, the block numbers,
+        # and the program-order places of the instructions made in one, with its number
+        self.no_reorder_depth = 0
+        self.no_reorder_blocks = 0
+        self.in_block: list[tuple[int, int]] = []
 
     @contextlib.contextmanager
     def source(self, file: str, line: int, col: int = 1, length: int = 1) -> Iterator[None]:
@@ -827,6 +832,8 @@ class Tracer:
         if at is not None:
             self.program.chunks.append(Chunk(instr, np.array([at], np.int64), where))
             return
+        if self.no_reorder_depth:
+            self.in_block.append((self.program.count, self.no_reorder_blocks - 1))
         if not self.batch:
             self.program.add(instr, where)
             return
@@ -874,6 +881,25 @@ class Tracer:
                 chunk.positions = (chunk.positions - np.searchsorted(holes, chunk.positions)).astype(np.int32)
             self.program.count -= len(holes)
             self.holes = set()
+            self.in_block = [(g - int(np.searchsorted(holes, g)), b) for g, b in self.in_block]
+
+    def no_reorder(self, enter: bool) -> None:
+        """A no_reorder block begins (enter) or ends: the instructions made in the outermost one keep
+        their program order (ncsim.nki.schedule)."""
+        if enter:
+            if not self.no_reorder_depth:
+                self.no_reorder_blocks += 1
+            self.no_reorder_depth += 1
+        else:
+            self.no_reorder_depth -= 1
+
+    def blocks(self) -> np.ndarray:
+        """Each program-order instruction's no_reorder block, -1 outside any."""
+        out = np.full(self.program.count, -1, np.int64)
+        if self.in_block:
+            at = np.array(self.in_block, np.int64)
+            out[at[:, 0]] = at[:, 1]
+        return out
 
     def emit_zeros(self, buf: Buffer, place: Place) -> None:
         """The memset that nl.zeros in PSUM deferred (an nc_matmul that overwrites it all needs none)."""
