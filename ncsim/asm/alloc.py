@@ -33,6 +33,9 @@ class Allocator:
         # per memory: [(start, end, name)] of the byte ranges taken (per partition on chip)
         self.taken: dict[str, list[tuple[int, int, str]]] = {"sbuf": [], "psum": [], "hbm": []}
         self.automatic: set[str] = set()
+        # per memory, the sizes first_fit found no room for since the memory last gave a place back
+        # (taking more never makes room): `fits` answers those without searching again
+        self.full: dict[str, set[int]] = {"sbuf": set(), "psum": set(), "hbm": set()}
 
     def capacity(self, memory: str) -> int:
         return {"sbuf": self.config.sbuf_usable_bytes, "psum": self.config.psum_partition_bytes,
@@ -55,6 +58,7 @@ class Allocator:
         """Give back the place of tensor `t` (the NKI front end's buffers given up under pressure)."""
         self.taken[t.memory] = [r for r in self.taken[t.memory] if r[2] != t.name]
         self.automatic.discard(t.name)
+        self.full[t.memory].clear()
 
     def place(self, t: TensorEntry) -> TensorEntry:
         size = per_partition_bytes(t)
@@ -63,6 +67,12 @@ class Allocator:
         self.reserve(placed)
         self.automatic.add(t.name)
         return placed
+
+    def fits(self, memory: str, size: int) -> bool:
+        """False when a tile of `size` bytes (per partition) is known not to fit: first_fit found no room
+        for it and nothing was given back since (the NKI front end asks before trying, to skip the
+        search and the error's text when it has a buffer to fall back on)."""
+        return size not in self.full[memory]
 
     def first_fit(self, memory: str, size: int) -> int:
         bank = self.config.psum_bank_bytes
@@ -73,6 +83,7 @@ class Allocator:
             addr = max(addr, self.align(memory, end, size))
         addr = self.align(memory, addr, size)
         if addr + size > self.capacity(memory):
+            self.full[memory].add(size)
             used = sum(e - s for s, e, _ in self.taken[memory])
             unit = "per partition " if memory != "hbm" else ""
             tiles = ", ".join(f"{n} {e - s}" for s, e, n in self.taken[memory])

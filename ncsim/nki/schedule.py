@@ -79,14 +79,26 @@ def _edge(src, dst, m, a, g, seen):
 @numba.njit(cache=True, nogil=True)
 def dependencies(ks, fp_ptr, fp_memory, fp_partition, fp_partitions, fp_lo, fp_hi, fp_access, barrier, region):
     """Edges (src, dst) of program-order instructions g = 0..n-1 (ks[g] their k in the decoded
-    program's columns): see the module docstring (1). The live accesses are kept in a list per
-    (memory, read or write): a read searches its memory's writes, a write both."""
+    program's columns): see the module docstring (1).
+
+    The live accesses are kept per (memory, read or write) as a table of distinct boxes, each with the
+    chain of instructions that made it (tiles are used at a few places many times: a hoisted tile read
+    by a thousand matmuls is one box): a read searches its memory's write boxes, a write both, and a
+    write retires the boxes it contains. Each table also keeps the bounding box of its boxes, so an
+    access outside it (a store, beside the loads of an input tensor) searches no further."""
     n = len(ks)
     lists = 8  # memory code (1..3) x 2 + write
-    cap = 256
-    box = np.empty((lists, cap, 4), np.int64)  # first partition, end partition, lo, hi
-    who = np.empty((lists, cap), np.int64)
+    cap = 64
+    box = np.empty((lists, cap, 4), np.int64)  # per list, its distinct boxes: first partition, end partition, lo, hi
+    head = np.empty((lists, cap), np.int64)  # each box's chain: its last access (index into acc_g)
     size = np.zeros(lists, np.int64)
+    span = np.zeros((lists, 4), np.int64)  # each list's bounding box
+    where = {(np.int64(0), np.int64(0), np.int64(0), np.int64(0), np.int64(0)): np.int64(0)}  # box -> its row
+    del where[(0, 0, 0, 0, 0)]
+    rows = len(fp_memory)
+    acc_g = np.empty(rows + 1, np.int64)  # accesses: instruction, next (older) access of the same box
+    acc_next = np.empty(rows + 1, np.int64)
+    n_acc = 0
     src = np.empty(4 * n + 16, np.int64)
     dst = np.empty(4 * n + 16, np.int64)
     m = 0
@@ -104,6 +116,7 @@ def dependencies(ks, fp_ptr, fp_memory, fp_partition, fp_partitions, fp_lo, fp_h
             last_barrier = g
             since = g + 1
             size[:] = 0  # everything before is ordered before the barrier
+            where.clear()
             continue
         if last_barrier >= 0:
             src, dst, m = _edge(src, dst, m, last_barrier, g, seen)
@@ -122,12 +135,18 @@ def dependencies(ks, fp_ptr, fp_memory, fp_partition, fp_partitions, fp_lo, fp_h
             p1 = p0 + max(fp_partitions[row], 1)
             lo, hi = fp_lo[row], fp_hi[row]
             for li in range(2 * mem + 1 - w, 2 * mem + 2):  # a read: the writes; a write: both
-                for i in range(size[li]):
-                    a = who[li, i]
-                    if a != g and box[li, i, 0] < p1 and p0 < box[li, i, 1] and box[li, i, 2] < hi \
-                            and lo < box[li, i, 3]:
-                        src, dst, m = _edge(src, dst, m, a, g, seen)
-        # g's accesses join the live ones; its writes retire the accesses they contain
+                if size[li] == 0 or not (span[li, 0] < p1 and p0 < span[li, 1] and span[li, 2] < hi
+                                         and lo < span[li, 3]):
+                    continue
+                for j in range(size[li]):
+                    if box[li, j, 0] < p1 and p0 < box[li, j, 1] and box[li, j, 2] < hi and lo < box[li, j, 3]:
+                        e = head[li, j]
+                        while e >= 0:
+                            a = acc_g[e]
+                            if a != g:
+                                src, dst, m = _edge(src, dst, m, a, g, seen)
+                            e = acc_next[e]
+        # g's accesses join the live ones; its writes retire the boxes they contain
         for row in range(lo_row, hi_row):
             mem = fp_memory[row]
             if mem < 1 or mem > 3:
@@ -138,29 +157,65 @@ def dependencies(ks, fp_ptr, fp_memory, fp_partition, fp_partitions, fp_lo, fp_h
             lo, hi = fp_lo[row], fp_hi[row]
             if w:
                 for li in range(2 * mem, 2 * mem + 2):
+                    if size[li] == 0 or not (span[li, 0] < p1 and p0 < span[li, 1] and span[li, 2] < hi
+                                             and lo < span[li, 3]):
+                        continue
                     j = 0
                     for i in range(size[li]):
-                        if who[li, i] == g or not (p0 <= box[li, i, 0] and box[li, i, 1] <= p1
-                                                   and lo <= box[li, i, 2] and box[li, i, 3] <= hi):
-                            box[li, j] = box[li, i]
-                            who[li, j] = who[li, i]
+                        e = head[li, i]
+                        mine = e >= 0 and acc_g[e] == g  # a box g made itself (its read of what it writes)
+                        key = (np.int64(li), box[li, i, 0], box[li, i, 1], box[li, i, 2], box[li, i, 3])
+                        if mine or not (p0 <= box[li, i, 0] and box[li, i, 1] <= p1
+                                        and lo <= box[li, i, 2] and box[li, i, 3] <= hi):
+                            if j != i:
+                                box[li, j] = box[li, i]
+                                head[li, j] = head[li, i]
+                                where[key] = np.int64(j)
                             j += 1
-                    size[li] = j
+                        else:
+                            del where[key]
+                    if j < size[li]:
+                        size[li] = j
+                        if j:
+                            for c in range(4):
+                                span[li, c] = box[li, 0, c]
+                            for i in range(1, j):
+                                span[li, 0] = min(span[li, 0], box[li, i, 0])
+                                span[li, 1] = max(span[li, 1], box[li, i, 1])
+                                span[li, 2] = min(span[li, 2], box[li, i, 2])
+                                span[li, 3] = max(span[li, 3], box[li, i, 3])
             li = 2 * mem + w
-            if size[li] == box.shape[1]:
-                bigger = np.empty((lists, 2 * box.shape[1], 4), np.int64)
-                bigger[:, :box.shape[1]] = box
-                box = bigger
-                more = np.empty((lists, 2 * who.shape[1]), np.int64)
-                more[:, :who.shape[1]] = who
-                who = more
-            i = size[li]
-            box[li, i, 0] = p0
-            box[li, i, 1] = p1
-            box[li, i, 2] = lo
-            box[li, i, 3] = hi
-            who[li, i] = g
-            size[li] = i + 1
+            key = (np.int64(li), np.int64(p0), np.int64(p1), np.int64(lo), np.int64(hi))
+            found = where[key] if key in where else np.int64(-1)
+            if found < 0:
+                if size[li] == box.shape[1]:
+                    bigger = np.empty((lists, 2 * box.shape[1], 4), np.int64)
+                    bigger[:, :box.shape[1]] = box
+                    box = bigger
+                    more = np.empty((lists, 2 * head.shape[1]), np.int64)
+                    more[:, :head.shape[1]] = head
+                    head = more
+                found = size[li]
+                where[key] = found
+                head[li, found] = -1
+                box[li, found, 0] = p0
+                box[li, found, 1] = p1
+                box[li, found, 2] = lo
+                box[li, found, 3] = hi
+                if found == 0:
+                    span[li, 0], span[li, 1], span[li, 2], span[li, 3] = p0, p1, lo, hi
+                else:
+                    span[li, 0] = min(span[li, 0], p0)
+                    span[li, 1] = max(span[li, 1], p1)
+                    span[li, 2] = min(span[li, 2], lo)
+                    span[li, 3] = max(span[li, 3], hi)
+                size[li] = found + 1
+            elif head[li, found] >= 0 and acc_g[head[li, found]] == g:
+                continue  # g already made this box
+            acc_g[n_acc] = g
+            acc_next[n_acc] = head[li, found]
+            head[li, found] = n_acc
+            n_acc += 1
     return src[:m].copy(), dst[:m].copy()
 
 

@@ -341,7 +341,7 @@ class Tracer:
         size = self.buffers * max(pool.peak, 1)
         free = [i for i in range(len(pool.entries)) if pool.holders[i]() is None]
         chosen = None
-        if free and len(pool.entries) >= size:
+        if free and (len(pool.entries) >= size or not self.alloc.fits(memory, dtype.itemsize * math.prod(shape[1:]))):
             chosen = min(free, key=pool.used.__getitem__)
         else:
             file = os.path.basename(place.file).removesuffix(".py")
