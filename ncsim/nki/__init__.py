@@ -138,11 +138,14 @@ def _input_array(name: str, a: np.ndarray) -> np.ndarray:
 
 
 def simulate(kernel: Any, args: tuple, kwargs: dict, *, values: bool | None = None, config: Config | None = None,
-             buffers: int = DEFAULT_BUFFERS, batch: bool = True, schedule: bool | None = None) -> NkiRun:
+             buffers: int = DEFAULT_BUFFERS, batch: bool = True, schedule: bool | None = None,
+             renew: bool = True) -> NkiRun:
     """Trace `kernel` with these arguments, build its program and run it (see the module docstring).
     batch=False adds each traced instruction as a chunk of its own (`Tracer.record`): the same
     object, built more slowly. schedule: reorder the program as NKI's scheduler does
-    (`ncsim.nki.schedule`; None: `options["schedule"]`, on unless `ncsim nki --no-schedule`)."""
+    (`ncsim.nki.schedule`; None: `options["schedule"]`, on unless `ncsim nki --no-schedule`).
+    renew=False keeps a tile in its buffer when an instruction overwrites all of it (`Tracer.renew`;
+    docs/nki.md "Buffer policy"), as ncsim did before."""
     global _last
     from ncsim.runtime.run import run
     from ncsim.runtime.verify import verify_program
@@ -152,7 +155,7 @@ def simulate(kernel: Any, args: tuple, kwargs: dict, *, values: bool | None = No
     config = config or options["config"] or Config()
     func = k.func
     name = getattr(func, "__name__", "kernel")
-    tracer = Tracer(name if name.isidentifier() else "kernel", config, buffers, batch)
+    tracer = Tracer(name if name.isidentifier() else "kernel", config, buffers, batch, renew)
     tracer.force_auto = bool(getattr(func, FORCE_AUTO, False))
     bound = inspect.signature(func).bind(*args, **kwargs)
     inputs: dict[str, np.ndarray] = {}

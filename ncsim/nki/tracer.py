@@ -14,7 +14,9 @@ the lines of the calls that led there) has a pool of buffers. The pool grows to 
 2) times the largest number of the site's tiles the kernel has held at once (a Python reference
 alive), so that the set of tiles one loop iteration makes and the next iteration's are disjoint and
 can overlap. A new tile takes a new buffer while the pool is below that size (or when every buffer
-holds a reachable tile), else the least recently used buffer that holds no reachable tile.
+holds a reachable tile), else the least recently used buffer that holds no reachable tile. An
+instruction that overwrites a whole SBUF tile holding data gives the tile another buffer of its
+pool on the same terms, when the memory has room (`Tracer.renew`): NKI allocates tiles by lifetime.
 """
 
 from __future__ import annotations
@@ -233,7 +235,8 @@ class _Pool:
 class Tracer:
     """Builds one kernel's Program while its Python runs (see the module docstring)."""
 
-    def __init__(self, kernel: str, config: Config, buffers: int = DEFAULT_BUFFERS, batch: bool = True):
+    def __init__(self, kernel: str, config: Config, buffers: int = DEFAULT_BUFFERS, batch: bool = True,
+                 renew: bool = True):
         self.config = config
         self.buffers = buffers
         self.batch = batch  # gather the instructions of a call site into chunks of lanes (record)
@@ -279,6 +282,9 @@ class Tracer:
         self.no_reorder_depth = 0
         self.no_reorder_blocks = 0
         self.in_block: list[tuple[int, int]] = []
+        self.renewing = renew  # a write of a whole SBUF tile may take its other buffer (renew)
+        self.pool_of: dict[str, _Pool] = {}  # each automatically placed tile's pool, by its entry's name (renew)
+        self.renewed = 0  # writes that took a tile's other buffer (renew)
 
     @contextlib.contextmanager
     def source(self, file: str, line: int, col: int = 1, length: int = 1) -> Iterator[None]:
@@ -374,6 +380,7 @@ class Tracer:
                 pool.entries.append(entry)
                 pool.holders.append(lambda: None)
                 pool.used.append(0)
+                self.pool_of[name] = pool
                 chosen = len(pool.entries) - 1
         self.tick += 1
         buf = Buffer(pool.entries[chosen], pool.entries[chosen].name)
@@ -604,6 +611,49 @@ class Tracer:
         self.alloc.release(pool.drop(i))
         return True
 
+    def renew(self, buf: Buffer) -> None:
+        """An instruction is about to overwrite all of SBUF tile `buf`, which holds data written
+        before: the write starts a new lifetime of the tile, which NKI's allocator places by itself
+        (it allocates tiles, first write to last read, after tracing: nki.compiler.Allocation), so it
+        takes another buffer of the tile's pool when one is free or the pool may grow (the pool's size
+        of the buffer policy) and the memory has room without giving anything up; the reads of the old
+        contents made before keep their buffer, and the new write need not wait for them. Every
+        view of the tile follows (Buffer.entry)."""
+        pool = self.pool_of.get(buf.entry.name)
+        if pool is None or buf.spilled or buf.evicted:
+            return
+        try:
+            i = pool.entries.index(buf.entry)
+        except ValueError:
+            return
+        free = [j for j in range(len(pool.entries)) if j != i and pool.holders[j]() is None]
+        if free:
+            j = min(free, key=pool.used.__getitem__)
+        else:
+            if len(pool.entries) >= self.buffers * max(pool.peak, pool.live, 1):
+                return
+            e = buf.entry
+            if not self.alloc.fits(e.memory, e.nbytes // e.shape[0]):
+                return
+            name = self.unique(f"{e.name}r")
+            try:
+                entry = self.alloc.place(TensorEntry(name, e.memory, e.dtype, e.shape, 0, 0, "tile"))
+            except AsmError:
+                self.names.discard(name)
+                return
+            self.program.tensors[name] = entry
+            pool.entries.append(entry)
+            pool.holders.append(lambda: None)
+            pool.used.append(0)
+            self.pool_of[name] = pool
+            j = len(pool.entries) - 1
+        self.tick += 1
+        pool.holders[i] = lambda: None
+        pool.holders[j] = weakref.ref(buf, pool._dropped)
+        pool.used[j] = self.tick
+        buf.entry, buf.name = pool.entries[j], pool.entries[j].name
+        self.renewed += 1
+
     def reload(self, buf: Buffer, place: Place, protect: set[int]) -> None:
         """A spilled SBUF tile used again (make_room): its store to an HBM tensor of its own is made
         at the place in program order its spill reserved (dma_copy, Sync, reading its old place), then
@@ -740,6 +790,11 @@ class Tracer:
                 v = operands.get(name)
                 if isinstance(v, View) and v.buf.zero_pending and not (accumulating and name == "dst"):
                     self.emit_zeros(v.buf, place)
+            if self.renewing and not accumulating and operands.get("dst_rmw_op") is None:
+                for o in spec.operands:
+                    v = operands.get(o.name)
+                    if o.role == "out" and type(v) is View and _renewable(v, operands, o.name):
+                        self.renew(v._buf)
             values: dict[str, Any] = {}
             written: list[View] = []
             for name, required, default, is_ap, out in rows:
@@ -965,6 +1020,26 @@ class Tracer:
                 kind = "inout"
             buf.entry = dataclasses.replace(buf.entry, kind=kind)
             self.program.tensors[buf.entry.name] = buf.entry
+
+
+def _renewable(v: View, operands: dict[str, Any], name: str) -> bool:
+    """Whether the write of operand `name`, view `v`, starts a new lifetime of an SBUF tile that holds
+    data (Tracer.renew): it covers every byte of the tile, each once, at offsets known while tracing,
+    and no other operand of the instruction views the tile (an in-place update reads what it writes)."""
+    buf = v._buf
+    if buf is None or not buf.stored or buf.entry.memory != "sbuf" or v.dynamic is not None:
+        return False
+    if any(type(u) is View and u._buf is buf for n, u in operands.items() if n != name):
+        return False
+    parts, per = buf.extent()
+    if v.partition != 0 or v.offset != 0 or v.dims[0][1] != parts:
+        return False
+    span = 1
+    for step, count in sorted((s, c) for s, c in v.dims[1:] if c != 1):
+        if step != span:
+            return False
+        span *= count
+    return span * v._dtype.itemsize == per * buf.dtype.itemsize
 
 
 def constant(v: Any) -> Immediate:

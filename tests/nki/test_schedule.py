@@ -113,14 +113,16 @@ def test_the_list_schedule_is_a_topological_order(n, data):
 @nki.jit
 def two_chains(x):
     """Two tiles, each a chain: a window is loaded into the tile's own buffer, summed into a column of
-    the tile's own result, and the next window waits until the sum has read the buffer."""
+    the tile's own result, and the next window waits until the sum has read the buffer (the windows
+    fill half of the buffer: a load of all of it would take the tile's other buffer, Tracer.renew,
+    and not wait)."""
     out = nl.ndarray((2, 128, 4), dtype=x.dtype, buffer=nl.shared_hbm)
-    win = nl.ndarray((2, nl.par_dim(128), 256), dtype=x.dtype, buffer=nl.sbuf)
+    win = nl.ndarray((2, nl.par_dim(128), 512), dtype=x.dtype, buffer=nl.sbuf)
     part = nl.ndarray((2, nl.par_dim(128), 4), dtype=x.dtype, buffer=nl.sbuf)
     for t in nl.affine_range(2):
         for j in range(4):
-            nisa.dma_copy(dst=win[t], src=x[t, :, j * 256:(j + 1) * 256])
-            part[t, :, j:j + 1] = nisa.tensor_reduce(np.add, win[t], axis=1, keepdims=True)
+            nisa.dma_copy(dst=win[t, :, 0:256], src=x[t, :, j * 256:(j + 1) * 256])
+            part[t, :, j:j + 1] = nisa.tensor_reduce(np.add, win[t, :, 0:256], axis=1, keepdims=True)
         nl.store(out[t], part[t])
     return out
 
@@ -129,12 +131,12 @@ def two_chains(x):
 def two_chains_kept(x):
     """two_chains with its loop a no_reorder block."""
     out = nl.ndarray((2, 128, 4), dtype=x.dtype, buffer=nl.shared_hbm)
-    win = nl.ndarray((2, nl.par_dim(128), 256), dtype=x.dtype, buffer=nl.sbuf)
+    win = nl.ndarray((2, nl.par_dim(128), 512), dtype=x.dtype, buffer=nl.sbuf)
     part = nl.ndarray((2, nl.par_dim(128), 4), dtype=x.dtype, buffer=nl.sbuf)
     for t in nl.affine_range(2, directives=ncc.no_reorder()):
         for j in range(4):
-            nisa.dma_copy(dst=win[t], src=x[t, :, j * 256:(j + 1) * 256])
-            part[t, :, j:j + 1] = nisa.tensor_reduce(np.add, win[t], axis=1, keepdims=True)
+            nisa.dma_copy(dst=win[t, :, 0:256], src=x[t, :, j * 256:(j + 1) * 256])
+            part[t, :, j:j + 1] = nisa.tensor_reduce(np.add, win[t, :, 0:256], axis=1, keepdims=True)
         nl.store(out[t], part[t])
     return out
 
@@ -143,13 +145,13 @@ def two_chains_kept(x):
 def two_chains_with(x):
     """two_chains with its loop inside `with nl.no_reorder()`."""
     out = nl.ndarray((2, 128, 4), dtype=x.dtype, buffer=nl.shared_hbm)
-    win = nl.ndarray((2, nl.par_dim(128), 256), dtype=x.dtype, buffer=nl.sbuf)
+    win = nl.ndarray((2, nl.par_dim(128), 512), dtype=x.dtype, buffer=nl.sbuf)
     part = nl.ndarray((2, nl.par_dim(128), 4), dtype=x.dtype, buffer=nl.sbuf)
     with nl.no_reorder():
         for t in nl.affine_range(2):
             for j in range(4):
-                nisa.dma_copy(dst=win[t], src=x[t, :, j * 256:(j + 1) * 256])
-                part[t, :, j:j + 1] = nisa.tensor_reduce(np.add, win[t], axis=1, keepdims=True)
+                nisa.dma_copy(dst=win[t, :, 0:256], src=x[t, :, j * 256:(j + 1) * 256])
+                part[t, :, j:j + 1] = nisa.tensor_reduce(np.add, win[t, :, 0:256], axis=1, keepdims=True)
             nl.store(out[t], part[t])
     return out
 
@@ -220,12 +222,12 @@ import neuronxcc.nki.language as nl
 @nki.jit
 def chains(x):
     out = nl.ndarray((2, 128, 4), dtype=x.dtype, buffer=nl.shared_hbm)
-    win = nl.ndarray((2, nl.par_dim(128), 256), dtype=x.dtype, buffer=nl.sbuf)
+    win = nl.ndarray((2, nl.par_dim(128), 512), dtype=x.dtype, buffer=nl.sbuf)
     part = nl.ndarray((2, nl.par_dim(128), 4), dtype=x.dtype, buffer=nl.sbuf)
     for t in nl.affine_range(2):
         for j in range(4):
-            nisa.dma_copy(dst=win[t], src=x[t, :, j * 256:(j + 1) * 256])
-            part[t, :, j:j + 1] = nisa.tensor_reduce(np.add, win[t], axis=1, keepdims=True)
+            nisa.dma_copy(dst=win[t, :, 0:256], src=x[t, :, j * 256:(j + 1) * 256])
+            part[t, :, j:j + 1] = nisa.tensor_reduce(np.add, win[t, :, 0:256], axis=1, keepdims=True)
         nl.store(out[t], part[t])
     return out
 
