@@ -23,6 +23,7 @@ import inspect
 import itertools
 import math
 import re
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -347,7 +348,9 @@ def lower(fn: Any, *example_inputs: Any, config: Config | None = None) -> Lowere
     docstring). Raises LoweringError at fn's line for an op ncsim does not lower."""
     torch = _torch()
     module = fn if isinstance(fn, torch.nn.Module) else _Wrap(fn)
-    with outside_modes():
+    with outside_modes(), warnings.catch_warnings():
+        # torch 2.13's own export deprecates a check it makes itself; the user can do nothing about it
+        warnings.filterwarnings("ignore", r"`isinstance\(treespec, LeafSpec\)` is deprecated", FutureWarning)
         try:
             ep = torch.export.export(module, tuple(example_inputs), strict=True)  # strict: stack traces reach fn
         except Exception as e:  # noqa: BLE001  (torch's own message says what export could not trace)
