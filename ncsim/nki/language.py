@@ -636,7 +636,16 @@ def _binary(op: str, x: Any, y: Any, dtype: Any = None, mask: Any = None) -> Vie
             return tr.result(shape, dt, "sbuf", "tensor_scalar", "vector", iv, data=y.clip(iv), op0=op,
                              operand0=x.clip({0: iv[0]} if 0 in iv else {}), reverse0=True)
         if x.shape != y.shape:
-            shape = np.broadcast_shapes(x.shape, y.shape) if len(x.shape) == len(y.shape) else None
+            shape = None
+            if len(x.shape) == len(y.shape):
+                try:
+                    shape = np.broadcast_shapes(x.shape, y.shape)
+                except ValueError:
+                    pass
+            elif x.on_chip and y.on_chip and 1 in (len(x.shape), len(y.shape)) and x.shape[0] == y.shape[0]:
+                # a tile of its partition axis only (a reduction without keepdims) is a [P, 1] column
+                # here too (nki-samples' adaptive average pool adds its [P] window sums to a [P, 1] tile)
+                shape = x.shape if len(x.shape) > 1 else y.shape
             if shape is None:
                 raise tr.fail(f"nl.{op}: shapes {list(x.shape)} and {list(y.shape)} do not broadcast")
             x = broadcast_to(x, shape) if x.shape != shape else x

@@ -221,6 +221,36 @@ def test_a_tile_of_its_partition_axis_broadcasts_along_free_axes():
 
 
 @nki.jit
+def sums_into_a_column(x):
+    out = nl.ndarray((x.shape[0], 1), dtype=x.dtype, buffer=nl.shared_hbm)
+    acc = nl.zeros((x.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+    for j in range(2):
+        part = nl.sum(nl.load(x[:, j * 20:(j + 1) * 20]), axis=[1])  # [P]: the partition axis only
+        acc[:, :] = acc[:, :] + part
+    nl.store(out, value=acc)
+    return out
+
+
+def test_a_tile_of_its_partition_axis_adds_to_a_column_as_a_column():
+    """[P, 1] + [P] is [P, 1] (nki-samples' adaptive average pool accumulates its window sums so),
+    where numpy's rule would give [P, P]; shapes that broadcast neither way are refused at the line."""
+    x = np.random.default_rng(12).standard_normal((64, 40)).astype(F32)
+    want = x[:, :20].sum(axis=1, dtype=F32)[:, None] + x[:, 20:].sum(axis=1, dtype=F32)[:, None]
+    np.testing.assert_allclose(sums_into_a_column(x), want, rtol=1e-5, atol=1e-5)
+
+    @nki.jit
+    def mismatched(x):
+        out = nl.ndarray((64, 4), dtype=x.dtype, buffer=nl.shared_hbm)
+        a, b = nl.load(x[:, 0:3]), nl.load(x[:, 3:7])
+        nl.store(out, value=a + b)  # [64, 3] + [64, 4]
+        return out
+
+    with pytest.raises(AsmError, match=r"shapes \[64, 3\] and \[64, 4\] do not broadcast") as e:
+        mismatched(x)
+    assert "test_frontend.py" in str(e.value)
+
+
+@nki.jit
 def transposes_into_sbuf(x):
     out = nl.ndarray((x.shape[1], x.shape[0]), dtype=x.dtype, buffer=nl.shared_hbm)
     t = nl.load(x)

@@ -128,6 +128,42 @@ def test_allocated_rmsnorm_qkv_as_written_runs_as_the_calibration_kernel(case):
     _as_calibration_kernel(ref, "rmsnorm_qkv_allocated", case)
 
 
+@pytest.mark.parametrize("case", ["n1_c64_56_to_7", "n2_c128_28_to_7", "n1_c256_14_to_7_f16", "n1_c512_7_to_1",
+                                  "n2_c2048_32_to_3", "n2_c64_256_to_1"])
+def test_adaptive_avg_pool_as_written_runs_as_the_calibration_kernel(case):
+    """vision.py's adaptive_avg_pool2d_kernel as written: the calibration kernel's time (its windows'
+    loads, sums and renewed window buffers alike; the 12 x 12 windows of [2, 2048, 32, 32] within
+    0.1%) with two more instructions a tile (it zeroes its two buffers), and PyTorch's values."""
+    import numpy as np
+
+    from ncsim import nki
+
+    ref = _reference_module("vision").adaptive_avg_pool2d_kernel
+    if str(ROOT / "tools") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tools"))
+    from calibrate import case as calibrate_case
+
+    kernel, (x, oh, ow) = calibrate_case(f"avgpool:{case}")()
+    nki.simulate_kernel(kernel, x, oh, ow, values=False)
+    ours = nki.last_run()
+    nki.simulate_kernel(ref, x, (oh, ow), values=False)
+    theirs = nki.last_run()
+    tiles = -(-x.shape[0] * x.shape[1] // 128)
+    assert theirs.result.instructions == ours.result.instructions + 2 * tiles
+    assert theirs.latency_us == pytest.approx(ours.latency_us, rel=1e-3)
+    if case == "n1_c64_56_to_7":  # values at smaller shapes, uneven windows included
+        rng = np.random.default_rng(0)
+        for shape, (oh, ow) in (((2, 128, 13, 10), (6, 4)), ((1, 2, 130, 3), (1, 2))):
+            a = rng.standard_normal(shape).astype(np.float32)
+            want = np.zeros((*shape[:2], oh, ow))
+            for i in range(oh):
+                for j in range(ow):
+                    h0, h1 = i * shape[2] // oh, -(-(i + 1) * shape[2] // oh)
+                    w0, w1 = j * shape[3] // ow, -(-(j + 1) * shape[3] // ow)
+                    want[:, :, i, j] = a[:, :, h0:h1, w0:w1].astype(np.float64).mean(axis=(2, 3))
+            np.testing.assert_allclose(ref(a, (oh, ow)), want, rtol=1e-5, atol=1e-6)
+
+
 # The attention tutorial's kernels (src/nki_samples/tutorials/attention_fwd_performance), unmodified,
 # against numpy: v9 and v10 place their tiles with nki.compiler direct allocation; v8a and v11 declare
 # PSUM tensors of more blocks than PSUM has banks, made block by block (docs/nki.md "Buffer policy").
