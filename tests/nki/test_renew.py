@@ -6,12 +6,19 @@ full memory keep the tile where it is."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ncsim.nki.compiler as ncc
 import ncsim.nki.isa as nisa
 import ncsim.nki.language as nl
-from ncsim import nki
+from ncsim import dtypes, nki
+from ncsim.asm.objfile import TensorEntry
+from ncsim.nki.tensor import Buffer, View
+from ncsim.nki.tracer import _renewable
 
 F32 = np.float32
 
@@ -145,3 +152,49 @@ def test_directly_allocated_tiles_keep_their_places():
     run = nki.simulate(placed, (x,), {})
     np.testing.assert_allclose(run.outputs, _sums(x), rtol=1e-5, atol=1e-4)
     assert set(_load_places(run)) == {0}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_only_a_view_of_every_byte_once_counts_as_a_whole_write(data):
+    """_renewable against the elements a view touches, listed one by one: a view it takes for whole
+    touches every element of every partition exactly once (sound), and every such view with positive
+    steps is taken for whole (complete; reversed views are left in place, which is only slower)."""
+    parts = data.draw(st.sampled_from([1, 2, 4]))
+    free = data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=3))
+    entry = TensorEntry("t", "sbuf", dtypes.FLOAT32, (parts, *free), 0, 0, "tile")
+    buf = Buffer(entry, "t", stored=True)
+    per = int(np.prod(free))
+    if data.draw(st.booleans()):  # random patterns
+        p0 = data.draw(st.integers(0, parts - 1))
+        pn = data.draw(st.integers(1, parts - p0))
+        dims = tuple(data.draw(st.lists(st.tuples(st.integers(-4, 12), st.integers(1, 6)), min_size=1, max_size=3)))
+        offset = data.draw(st.integers(0, per))
+    else:  # the tile's own layout, its axes in any order, an axis of one maybe added, then maybe one change
+        p0, pn, offset = 0, parts, 0
+        steps = [int(np.prod(free[i + 1:])) for i in range(len(free))]
+        dims = data.draw(st.permutations(list(zip(steps, free))))
+        if data.draw(st.booleans()):
+            dims.insert(data.draw(st.integers(0, len(dims))), (data.draw(st.integers(-3, 9)), 1))
+        change = data.draw(st.sampled_from(["none", "step", "count", "offset", "partition"]))
+        i = data.draw(st.integers(0, len(dims) - 1))
+        if change == "step":
+            dims[i] = (dims[i][0] + data.draw(st.sampled_from([-1, 1])), dims[i][1])
+        elif change == "count" and dims[i][1] > 1:
+            dims[i] = (dims[i][0], dims[i][1] - 1)
+        elif change == "offset":
+            offset = 1
+        elif change == "partition" and parts > 1:
+            p0, pn = 1, parts - 1
+        dims = tuple(dims)
+    view = View(buf, p0, offset, ((0, pn), *dims), dtypes.FLOAT32)
+    touched = sorted(offset + sum(s * i for (s, _), i in zip(dims, idx))
+                     for idx in itertools.product(*(range(c) for _, c in dims)))
+    whole = p0 == 0 and pn == parts and touched == list(range(per))
+    got = _renewable(view, {"dst": view}, "dst")
+    if got:
+        assert whole, (dims, offset, p0, pn)
+    if whole and all(s > 0 for s, c in dims if c > 1):
+        assert got, (dims, offset)
+    # another operand viewing the same tile (an in-place update) is never renewed
+    assert not _renewable(view, {"dst": view, "data": View.of(buf)}, "dst")
