@@ -111,7 +111,7 @@ def test_the_pooling_case_computes_pytorchs_adaptive_average_pool():
     """tools/calibrate/avgpool.py is the adaptive average pool it claims to be (PyTorch's windows,
     uneven ones included), on a shape with two tiles of rows and windows cut into 128 x 128 pieces."""
     _tool()  # puts tools/ on sys.path
-    from calibrate.avgpool import adaptive_avg_pool2d
+    from calibrate.avgpool import adaptive_avg_pool2d, reference
 
     from ncsim import nki
     rng = np.random.default_rng(0)
@@ -119,12 +119,13 @@ def test_the_pooling_case_computes_pytorchs_adaptive_average_pool():
         x = rng.standard_normal(shape).astype(np.float32)
         got = nki.simulate_kernel(adaptive_avg_pool2d, x, oh, ow)
         want = np.zeros((*shape[:2], oh, ow))
-        for i in range(oh):
+        for i in range(oh):  # PyTorch's windows, written out here (calibrate.avgpool.reference is the same)
             for j in range(ow):
                 h0, h1 = i * shape[2] // oh, -(-(i + 1) * shape[2] // oh)
                 w0, w1 = j * shape[3] // ow, -(-(j + 1) * shape[3] // ow)
                 want[:, :, i, j] = x[:, :, h0:h1, w0:w1].astype(np.float64).mean(axis=(2, 3))
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(reference(x, oh, ow), want)
 
 
 def test_the_attention_case_computes_softmax_attention():

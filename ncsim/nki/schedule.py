@@ -77,6 +77,20 @@ def _edge(src, dst, m, a, g, seen):
 
 
 @numba.njit(cache=True, nogil=True)
+def _footprint(row, fp_memory, fp_access, fp_partition, fp_partitions, fp_lo, fp_hi):
+    """Footprint row `row` as (memory code, 1 if it writes, first partition, end partition, lo, hi)."""
+    p0 = fp_partition[row]
+    return (fp_memory[row], 1 if (fp_access[row] & 2) != 0 else 0, p0, p0 + max(fp_partitions[row], 1),
+            fp_lo[row], fp_hi[row])
+
+
+@numba.njit(cache=True, nogil=True)
+def _meets(a0, a1, a2, a3, p0, p1, lo, hi):
+    """Whether box (first partition a0, end partition a1, bytes [a2, a3)) meets [p0, p1) x [lo, hi)."""
+    return a0 < p1 and p0 < a1 and a2 < hi and lo < a3
+
+
+@numba.njit(cache=True, nogil=True)
 def dependencies(ks, fp_ptr, fp_memory, fp_partition, fp_partitions, fp_lo, fp_hi, fp_access, barrier, region):
     """Edges (src, dst) of program-order instructions g = 0..n-1 (ks[g] their k in the decoded
     program's columns): see the module docstring (1).
@@ -127,19 +141,14 @@ def dependencies(ks, fp_ptr, fp_memory, fp_partition, fp_partitions, fp_lo, fp_h
             last_in_region[r] = g
         lo_row, hi_row = fp_ptr[k], fp_ptr[k + 1]
         for row in range(lo_row, hi_row):
-            mem = fp_memory[row]
+            mem, w, p0, p1, lo, hi = _footprint(row, fp_memory, fp_access, fp_partition, fp_partitions, fp_lo, fp_hi)
             if mem < 1 or mem > 3:
                 continue
-            w = 1 if (fp_access[row] & 2) != 0 else 0
-            p0 = fp_partition[row]
-            p1 = p0 + max(fp_partitions[row], 1)
-            lo, hi = fp_lo[row], fp_hi[row]
             for li in range(2 * mem + 1 - w, 2 * mem + 2):  # a read: the writes; a write: both
-                if size[li] == 0 or not (span[li, 0] < p1 and p0 < span[li, 1] and span[li, 2] < hi
-                                         and lo < span[li, 3]):
+                if size[li] == 0 or not _meets(span[li, 0], span[li, 1], span[li, 2], span[li, 3], p0, p1, lo, hi):
                     continue
                 for j in range(size[li]):
-                    if box[li, j, 0] < p1 and p0 < box[li, j, 1] and box[li, j, 2] < hi and lo < box[li, j, 3]:
+                    if _meets(box[li, j, 0], box[li, j, 1], box[li, j, 2], box[li, j, 3], p0, p1, lo, hi):
                         e = head[li, j]
                         while e >= 0:
                             a = acc_g[e]
@@ -148,17 +157,12 @@ def dependencies(ks, fp_ptr, fp_memory, fp_partition, fp_partitions, fp_lo, fp_h
                             e = acc_next[e]
         # g's accesses join the live ones; its writes retire the boxes they contain
         for row in range(lo_row, hi_row):
-            mem = fp_memory[row]
+            mem, w, p0, p1, lo, hi = _footprint(row, fp_memory, fp_access, fp_partition, fp_partitions, fp_lo, fp_hi)
             if mem < 1 or mem > 3:
                 continue
-            w = 1 if (fp_access[row] & 2) != 0 else 0
-            p0 = fp_partition[row]
-            p1 = p0 + max(fp_partitions[row], 1)
-            lo, hi = fp_lo[row], fp_hi[row]
             if w:
                 for li in range(2 * mem, 2 * mem + 2):
-                    if size[li] == 0 or not (span[li, 0] < p1 and p0 < span[li, 1] and span[li, 2] < hi
-                                             and lo < span[li, 3]):
+                    if size[li] == 0 or not _meets(span[li, 0], span[li, 1], span[li, 2], span[li, 3], p0, p1, lo, hi):
                         continue
                     j = 0
                     for i in range(size[li]):

@@ -376,12 +376,7 @@ class Tracer:
                         except AsmError as e2:
                             message, notes = e2.message, e2.notes
             if entry is not None:
-                self.program.tensors[name] = entry
-                pool.entries.append(entry)
-                pool.holders.append(lambda: None)
-                pool.used.append(0)
-                self.pool_of[name] = pool
-                chosen = len(pool.entries) - 1
+                chosen = self.add_buffer(pool, entry)
         self.tick += 1
         buf = Buffer(pool.entries[chosen], pool.entries[chosen].name)
         self.use_tick += 1
@@ -611,6 +606,15 @@ class Tracer:
         self.alloc.release(pool.drop(i))
         return True
 
+    def add_buffer(self, pool: _Pool, entry: TensorEntry) -> int:
+        """A new buffer of `pool`, placed at `entry`, holding no tile yet: its index in the pool."""
+        self.program.tensors[entry.name] = entry
+        pool.entries.append(entry)
+        pool.holders.append(lambda: None)
+        pool.used.append(0)
+        self.pool_of[entry.name] = pool
+        return len(pool.entries) - 1
+
     def renew(self, buf: Buffer) -> None:
         """An instruction is about to overwrite all of SBUF tile `buf`, which holds data written
         before: the write starts a new lifetime of the tile, which NKI's allocator places by itself
@@ -641,12 +645,7 @@ class Tracer:
             except AsmError:
                 self.names.discard(name)
                 return
-            self.program.tensors[name] = entry
-            pool.entries.append(entry)
-            pool.holders.append(lambda: None)
-            pool.used.append(0)
-            self.pool_of[name] = pool
-            j = len(pool.entries) - 1
+            j = self.add_buffer(pool, entry)
         self.tick += 1
         pool.holders[i] = lambda: None
         pool.holders[j] = weakref.ref(buf, pool._dropped)

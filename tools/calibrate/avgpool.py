@@ -64,6 +64,16 @@ def adaptive_avg_pool2d(x, oh: int, ow: int):
     return out
 
 
+def reference(x: np.ndarray, oh: int, ow: int) -> np.ndarray:
+    """PyTorch's AdaptiveAvgPool2d of x [N, C, H, W] to [N, C, oh, ow], in float64 (the tests' reference)."""
+    hb, wb = _bounds(x.shape[2], oh), _bounds(x.shape[3], ow)
+    out = np.zeros((*x.shape[:2], oh, ow))
+    for i, (h0, h1) in enumerate(hb):
+        for j, (w0, w1) in enumerate(wb):
+            out[:, :, i, j] = x[:, :, h0:h1, w0:w1].astype(np.float64).mean(axis=(2, 3))
+    return out
+
+
 def _case(n: int, c: int, h: int, w: int, oh: int, ow: int, dtype=nl.float32):
     return lambda: (adaptive_avg_pool2d, (tensor[[n, c, h, w], dtype], oh, ow))
 
