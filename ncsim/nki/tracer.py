@@ -653,14 +653,16 @@ class Tracer:
         buf.entry, buf.name = pool.entries[j], pool.entries[j].name
         self.renewed += 1
 
-    def reload(self, buf: Buffer, place: Place, protect: set[int]) -> None:
+    def reload(self, buf: Buffer, place: Place, protect: set[int], dead: bool = False) -> None:
         """A spilled SBUF tile used again (make_room): its store to an HBM tensor of its own is made
         at the place in program order its spill reserved (dma_copy, Sync, reading its old place), then
         a new tile, made at `place`, loads it back (dma_copy, Sync) and becomes the buffer's place:
-        every view of it follows."""
+        every view of it follows. dead: the instruction at `place` overwrites the whole tile, so its
+        contents are never read again: no store and no load, only the new place (the reserved one is
+        closed up, as for a tile never used again)."""
         hole, spilled_at = buf.spilled
         hbm = None
-        if hole is not None:
+        if hole is not None and not dead:
             hbm = self.hbm_tensor("spill", buf.dtype, buf.entry.shape, "scratch")
             self.holes.discard(hole)
             self.emit("dma_copy", "sync", place=spilled_at, flush=False, at=hole, dst=View.of(hbm), src=View.of(buf))
@@ -781,9 +783,14 @@ class Tracer:
         spilled = [v for v in operands.values() if type(v) is View and v._buf is not None and v._buf.spilled]
         if spilled and at is None:  # (at: reload's store, which reads the spilled tile's old place)
             protect = {id(v._buf) for v in operands.values() if type(v) is View and v._buf is not None}
+            # a spilled tile this instruction overwrites whole holds nothing it will read: dead
+            dead = set()
+            if not accumulating and operands.get("dst_rmw_op") is None:
+                dead = {id(v._buf) for o in spec.operands if o.role == "out"
+                        and type(v := operands.get(o.name)) is View and _renewable(v, operands, o.name)}
             for v in spilled:
                 if v._buf.spilled:  # (two operands may view one tile)
-                    self.reload(v._buf, place, protect)
+                    self.reload(v._buf, place, protect, dead=id(v._buf) in dead)
         try:
             for name, *_ in rows:
                 v = operands.get(name)

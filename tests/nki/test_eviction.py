@@ -137,6 +137,29 @@ def test_sbuf_tiles_that_do_not_fit_are_spilled_and_reloaded():
 
 
 @nki.jit
+def spilled_then_overwritten(a):
+    """more_tiles_than_sbuf's twelve tiles, each then loaded anew, whole, before it is stored: a
+    spilled tile's next use overwrites all of it, so its old contents are dead and move nowhere."""
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    tiles = []
+    for i in range(a.shape[0] // 128):
+        tiles.append(nl.multiply(nl.load(a[i * 128:(i + 1) * 128, :]), 2.0))
+    for i in range(a.shape[0] // 128):
+        nisa.dma_copy(dst=tiles[i], src=a[i * 128:(i + 1) * 128, :])
+        nl.store(out[i * 128:(i + 1) * 128, :], tiles[i])
+    return out
+
+
+def test_a_spilled_tile_overwritten_whole_is_neither_stored_nor_loaded():
+    a = np.random.default_rng(4).standard_normal((12 * 128, 4096)).astype(F32)
+    np.testing.assert_array_equal(spilled_then_overwritten(a), a)
+    run = nki.last_run()
+    assert not [e for e in run.program.tensors.values() if e.name.startswith("spill")]
+    t = run.result.timing
+    assert sum(t.mnemonic(i) == "dma_copy" for i in range(run.result.instructions)) == 36  # 12 + 12 loads, 12 stores
+
+
+@nki.jit
 def spilled_but_never_read(a):
     """The same tiles, each stored as soon as it is made: those spilled are never read again, so no
     data moves for them (NKI's compiler, knowing their lifetimes, would not spill them)."""
