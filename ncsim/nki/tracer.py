@@ -284,7 +284,6 @@ class Tracer:
         self.in_block: list[tuple[int, int]] = []
         self.renewing = renew  # a write of a whole SBUF tile may take its other buffer (renew)
         self.pool_of: dict[str, _Pool] = {}  # each automatically placed tile's pool, by its entry's name (renew)
-        self.renewed = 0  # writes that took a tile's other buffer (renew)
 
     @contextlib.contextmanager
     def source(self, file: str, line: int, col: int = 1, length: int = 1) -> Iterator[None]:
@@ -651,7 +650,6 @@ class Tracer:
         pool.holders[j] = weakref.ref(buf, pool._dropped)
         pool.used[j] = self.tick
         buf.entry, buf.name = pool.entries[j], pool.entries[j].name
-        self.renewed += 1
 
     def reload(self, buf: Buffer, place: Place, protect: set[int], dead: bool = False) -> None:
         """A spilled SBUF tile used again (make_room): its store to an HBM tensor of its own is made
