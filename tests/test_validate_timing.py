@@ -128,6 +128,37 @@ def test_the_pooling_case_computes_pytorchs_adaptive_average_pool():
         np.testing.assert_array_equal(reference(x, oh, ow), want)
 
 
+def test_the_select_and_scatter_case_adds_each_source_value_at_its_windows_first_maximum():
+    """tools/calibrate/select_and_scatter.py is the max pool's backward pass it claims to be, on two
+    and four images of 64 channels (8 x 8 and 12 x 12), against a reference that visits the windows
+    one by one; ties (a window of equal values) go to the first position."""
+    _tool()  # puts tools/ on sys.path
+    from calibrate.select_and_scatter import reference, select_and_scatter
+
+    from ncsim import nki
+    rng = np.random.default_rng(1)
+    for n, h in ((2, 8), (4, 12)):
+        s = (h + 2 - 3) // 2 + 1
+        op = rng.random((n, 64, h, h)).astype(np.float32)
+        op[0, 0] = 0.5  # every window of this channel a tie
+        src = rng.random((n, 64, s, s)).astype(np.float32)
+        want = np.zeros((n, 64, h, h))
+        for i in range(s):  # each window on its own: its first maximum, padding never chosen
+            for j in range(s):
+                r0, c0 = 2 * i - 1, 2 * j - 1
+                for q in range(n):
+                    for c in range(64):
+                        best = None
+                        for a in range(3):
+                            for b in range(3):
+                                y, x = r0 + a, c0 + b
+                                if 0 <= y < h and 0 <= x < h and (best is None or op[q, c, y, x] > op[q, c, best[0], best[1]]):
+                                    best = (y, x)
+                        want[q, c, best[0], best[1]] += src[q, c, i, j]
+        np.testing.assert_allclose(reference(op, src), want, rtol=1e-12)
+        np.testing.assert_allclose(nki.simulate_kernel(select_and_scatter, op, src), want, rtol=1e-5, atol=1e-6)
+
+
 def test_the_attention_case_computes_softmax_attention():
     """tools/calibrate/sd_attention.py is the attention it claims to be: out = softmax(0.125 q^T k^T) v,
     the Tensor engine's inputs in bf16, on shapes smaller than the published ones (three and two

@@ -1008,6 +1008,19 @@ def dropout(x: View, rate: Any, *, dtype: Any = None, mask: Any = None, **_: Any
     return tr.result(x.shape, dt, "sbuf", "dropout", "vector", iv, data=x.clip(iv), prob=prob)
 
 
+def finfo(dtype: Any) -> Any:
+    """The limits of a floating-point dtype (numpy's `finfo`; bfloat16 and the fp8 types through
+    ml_dtypes): `nl.finfo(nl.float32).min` fills a tile with the most negative value (nki-samples'
+    select-and-scatter pads so)."""
+    d = numpy_dtype(to_dtype(dtype))
+    return ml_dtypes.finfo(d) if d in (bfloat16, float8_e4m3, float8_e5m2) else np.finfo(d)
+
+
+def iinfo(dtype: Any) -> Any:
+    """The limits of an integer dtype (numpy's `iinfo`)."""
+    return np.iinfo(numpy_dtype(to_dtype(dtype)))
+
+
 def static_cast(x: View, dtype: Any) -> View:
     """x converted to dtype (tensor_copy, Vector)."""
     return copy(x, dtype)

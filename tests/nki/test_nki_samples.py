@@ -160,6 +160,20 @@ def test_adaptive_avg_pool_as_written_runs_as_the_calibration_kernel(case):
             np.testing.assert_allclose(ref(a, (oh, ow)), reference(a, oh, ow), rtol=1e-5, atol=1e-6)
 
 
+def test_select_and_scatter_as_written_runs_as_the_calibration_kernel():
+    """vision.py's select_and_scatter_kernel as written: the calibration kernel's instructions and
+    time at the published shape, and the reference's values at a smaller one."""
+    import numpy as np
+
+    ref = _reference_module("vision").select_and_scatter_kernel
+    _as_calibration_kernel(ref, "select_and_scatter", "n8_c64_112")
+    from calibrate.select_and_scatter import reference
+
+    rng = np.random.default_rng(0)
+    op, src = rng.random((2, 64, 12, 12)).astype(np.float32), rng.random((2, 64, 6, 6)).astype(np.float32)
+    np.testing.assert_allclose(ref(op, src), reference(op, src), rtol=1e-5, atol=1e-6)
+
+
 # The attention tutorial's kernels (src/nki_samples/tutorials/attention_fwd_performance), unmodified,
 # against numpy: v9 and v10 place their tiles with nki.compiler direct allocation; v8a and v11 declare
 # PSUM tensors of more blocks than PSUM has banks, made block by block (docs/nki.md "Buffer policy").
