@@ -430,3 +430,10 @@ def test_a_kernels_number_beyond_32_bits_is_refused_as_in_assembly():
             constant(n)
     with pytest.raises(AsmError, match="expected a tile or a number, not str"):
         constant("1.0")
+
+
+def test_finfo_and_iinfo_give_the_dtypes_limits():
+    assert nl.finfo(nl.float32).min == np.finfo(np.float32).min
+    assert float(nl.finfo(nl.bfloat16).max) == 3.3895313892515355e38  # bfloat16's largest: (2 - 2**-7) * 2**127
+    assert nl.finfo(nl.float8_e4m3).max == 240.0  # NKI's float8_e4m3 (IEEE-like, with infinities)
+    assert (nl.iinfo(nl.int8).min, nl.iinfo(nl.uint16).max) == (-128, 65535)
