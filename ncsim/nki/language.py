@@ -1012,8 +1012,7 @@ def finfo(dtype: Any) -> Any:
     """The limits of a floating-point dtype (numpy's `finfo`; bfloat16 and the fp8 types through
     ml_dtypes): `nl.finfo(nl.float32).min` fills a tile with the most negative value (nki-samples'
     select-and-scatter pads so)."""
-    d = numpy_dtype(to_dtype(dtype))
-    return ml_dtypes.finfo(d) if d in (bfloat16, float8_e4m3, float8_e5m2) else np.finfo(d)
+    return ml_dtypes.finfo(numpy_dtype(to_dtype(dtype)))
 
 
 def iinfo(dtype: Any) -> Any:

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from ncsim import dtypes, isa
-from ncsim.asm.alloc import Allocator
+from ncsim.asm.alloc import Allocator, per_partition_bytes
 from ncsim.asm.assembler import Program, auto_queue
 from ncsim.asm.build import Chunk
 from ncsim.asm.fields import APKind, FieldError, const_of
@@ -636,7 +636,7 @@ class Tracer:
             if len(pool.entries) >= self.buffers * max(pool.peak, pool.live, 1):
                 return
             e = buf.entry
-            if not self.alloc.fits(e.memory, e.nbytes // e.shape[0]):
+            if not self.alloc.fits(e.memory, per_partition_bytes(e)):
                 return
             name = self.unique(f"{e.name}r")
             try:
@@ -779,13 +779,16 @@ class Tracer:
         if not names.issuperset(operands):  # a bug in ncsim.nki, not in the kernel
             raise TypeError(f"{mnemonic} has no operands {sorted(set(operands) - names)} (isa.py: {spec.syntax()})")
         spilled = [v for v in operands.values() if type(v) is View and v._buf is not None and v._buf.spilled]
-        if spilled and at is None:  # (at: reload's store, which reads the spilled tile's old place)
+        spilled = spilled if at is None else []  # (at: reload's store, which reads the spilled tile's old place)
+        # the views of SBUF tiles holding data that this instruction overwrites whole (_renewable): a
+        # spilled one holds nothing it will read (dead), the others may take another buffer (renew)
+        whole = []
+        if (self.renewing or spilled) and not accumulating and operands.get("dst_rmw_op") is None:
+            whole = [v for o in spec.operands if o.role == "out"
+                     and type(v := operands.get(o.name)) is View and _renewable(v, operands, o.name)]
+        if spilled:
             protect = {id(v._buf) for v in operands.values() if type(v) is View and v._buf is not None}
-            # a spilled tile this instruction overwrites whole holds nothing it will read: dead
-            dead = set()
-            if not accumulating and operands.get("dst_rmw_op") is None:
-                dead = {id(v._buf) for o in spec.operands if o.role == "out"
-                        and type(v := operands.get(o.name)) is View and _renewable(v, operands, o.name)}
+            dead = {id(v._buf) for v in whole}
             for v in spilled:
                 if v._buf.spilled:  # (two operands may view one tile)
                     self.reload(v._buf, place, protect, dead=id(v._buf) in dead)
@@ -794,10 +797,9 @@ class Tracer:
                 v = operands.get(name)
                 if isinstance(v, View) and v.buf.zero_pending and not (accumulating and name == "dst"):
                     self.emit_zeros(v.buf, place)
-            if self.renewing and not accumulating and operands.get("dst_rmw_op") is None:
-                for o in spec.operands:
-                    v = operands.get(o.name)
-                    if o.role == "out" and type(v) is View and _renewable(v, operands, o.name):
+            if self.renewing:
+                for v in whole:
+                    if v._buf.stored:  # (a dead spilled tile just placed anew holds nothing)
                         self.renew(v._buf)
             values: dict[str, Any] = {}
             written: list[View] = []
