@@ -178,6 +178,29 @@ def test_the_attention_case_computes_softmax_attention():
         np.testing.assert_allclose(got[0], want, rtol=0, atol=3e-3)  # bf16 matmul inputs: about 3 digits
 
 
+def test_the_attention_with_compiler_decisions_computes_the_same():
+    """Each set of compiler decisions that tools/calibrate/sd_attention.py times (merges, copies on
+    Scalar) gives the written kernel's attention, and changes the instructions it claims to change."""
+    _tool()
+    from calibrate.sd_attention import DECISIONS, attention_kernel, sd_attention
+
+    from ncsim import nki
+    rng = np.random.default_rng(2)
+    q, k, v = (rng.random(shape).astype(np.float16) for shape in ((1, 64, 384), (1, 384, 64), (1, 384, 64)))
+    written = nki.simulate_kernel(sd_attention[1], q, k, v)
+    counts = {}
+    for label, decisions in DECISIONS:
+        kernel = attention_kernel(**decisions)
+        run = nki.simulate(kernel[1], (q, k, v), {})
+        np.testing.assert_allclose(run.outputs, written, rtol=0, atol=2e-3, err_msg=label)
+        mnemonics = [i.mnemonic for i in run.program.instructions]
+        counts[label] = {op: mnemonics.count(op) for op in ("activation", "activation_reduce", "tensor_scalar_reduce")}
+    written_counts, merged = counts["as written"], counts["exp and sum merged"]
+    assert written_counts["activation_reduce"] == 0 and merged["activation_reduce"] == 3  # one per query tile
+    assert counts["... and the score copies on Scalar"]["activation"] == merged["activation"] + 9  # 3 x 3 blocks
+    assert counts["both merges (exp and sum, copy and max), copies on Vector"]["tensor_scalar_reduce"] == 9
+
+
 def test_the_allocated_kernels_compute_attention_and_rmsnorm_qkv():
     """tools/calibrate/sd_attention_allocated.py and rmsnorm_qkv_allocated.py (placed by nki.compiler
     direct allocation) compute what they claim, on shapes smaller than the published ones: attention

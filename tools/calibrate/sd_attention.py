@@ -20,7 +20,18 @@ and comments document, for the latency bounds of test/unit/test_SD_attention_sma
 The documented kernel's comments say it counts on the compiler to merge the exponential with the
 sum into one Scalar instruction, and leave the PSUM copy of each score block separate from its
 maximum, as a copy a TensorScalarCacheReduce instruction would save; ncsim emits each call as
-written (docs/timing.md "Calibration" says what the merges would change).
+written, the copies on Vector (docs/nki.md, engine policy). The suite's cases are that kernel.
+
+`attention_kernel(...)` builds the same kernel with decisions NKI's compiler may make written out
+(docs/timing.md "Calibration" gives the evidence for each): `merge_exp_sum` (the exponential and its
+row sum in one `activation_reduce`, as the kernel's comment assumes), `scores_on_scalar` (each score
+block's PSUM copy by the Scalar engine, `activation` copy, the v2 form of nki.isa.tensor_copy on
+Scalar, whose default engine the compiler "selects ... based on engine workload"),
+`transposes_on_scalar` (every second block's transposed probabilities copied out of PSUM by Scalar,
+the rest by Vector) and `merge_max` (the copy and the block's maximum in one `tensor_scalar_reduce`,
+the comment's TODO, which the compiler does not do for it). Their values are the written kernel's.
+
+    .venv/bin/python tools/calibrate/sd_attention.py   # the three cases under each set of decisions
 """
 
 from __future__ import annotations
@@ -36,52 +47,84 @@ TILE = 128  # queries, keys and values per tile (the kernel's fixed tile size)
 SCALE = 0.125  # the softmax scale, multiplied onto q
 
 
-@nki.jit
-def sd_attention(q, k, v):
-    d, seq = q.shape[1], q.shape[2]
-    dt = q.dtype
-    pe = nl.bfloat16  # the Tensor engine's inputs (mixed precision)
-    n = seq // TILE
-    b = nl.program_id(axis=0)
-    out = nl.ndarray((q.shape[0], seq, d), dtype=dt, buffer=nl.shared_hbm)
+def attention_kernel(*, merge_exp_sum: bool = False, scores_on_scalar: bool = False,
+                     transposes_on_scalar: bool = False, merge_max: bool = False):
+    """The kernel, with the compiler decisions named (module docstring) written out; all False: as written."""
 
-    v_sb = nl.ndarray((nl.par_dim(TILE), n, d), dtype=pe)  # [keys, tile, d_head]
-    for j in nl.affine_range(n):
-        v_sb[0:TILE, j, 0:d] = nl.load(v[b, j * TILE:(j + 1) * TILE, 0:d], dtype=pe)
-    q_sb = nl.ndarray((n, nl.par_dim(d), TILE), dtype=pe)
-    for i in nl.affine_range(n):
-        q_sb[i, 0:d, 0:TILE] = nl.load(q[b, 0:d, i * TILE:(i + 1) * TILE], dtype=pe) * SCALE
-    kt_sb = nl.ndarray((n, nl.par_dim(d), TILE), dtype=pe)
-    for j in nl.affine_range(n):
-        kt_sb[j, 0:d, 0:TILE] = nl.load_transpose2d(k[b, j * TILE:(j + 1) * TILE, 0:d], dtype=pe)
+    def score_copy(block, dt):
+        if scores_on_scalar:
+            return nisa.activation(nl.copy, data=block, dtype=dt)
+        return nl.copy(block, dtype=dt)
 
-    for i in nl.affine_range(n):
-        scores = nl.ndarray((nl.par_dim(TILE), seq), dtype=dt)
-        neg_max = nl.ndarray((nl.par_dim(TILE), n), dtype=dt)
-        for j in nl.affine_range(n):
-            block = nl.zeros((nl.par_dim(TILE), TILE), dtype=np.float32, buffer=nl.psum)
-            block[0:TILE, 0:TILE] += nisa.nc_matmul(stationary=q_sb[i, 0:d, 0:TILE], moving=kt_sb[j, 0:d, 0:TILE])
-            scores[0:TILE, j * TILE:(j + 1) * TILE] = nl.copy(block, dtype=dt)
-            neg_max[0:TILE, j:j + 1] = nisa.tensor_reduce(np.max, data=scores[0:TILE, j * TILE:(j + 1) * TILE],
-                                                          axis=(1,), dtype=dt, negate=True)
-        row_neg_max = nisa.tensor_reduce(np.min, data=neg_max, axis=(1,), dtype=dt)
-        exps = nisa.activation(np.exp, data=scores, bias=row_neg_max, scale=1.0)
-        sums = nisa.tensor_reduce(np.add, data=exps, axis=(1,), dtype=dt)
-        probs = nl.ndarray((nl.par_dim(TILE), seq), dtype=pe)
-        probs[0:TILE, 0:seq] = nl.copy(exps, dtype=pe)
-        inv = nl.ndarray((nl.par_dim(TILE), d), dtype=dt)
-        inv[0:TILE, 0:d] = nl.copy((1.0 / sums).broadcast_to((TILE, d)), dtype=dt)
+    @nki.jit
+    def sd_attention(q, k, v):
+        d, seq = q.shape[1], q.shape[2]
+        dt = q.dtype
+        pe = nl.bfloat16  # the Tensor engine's inputs (mixed precision)
+        n = seq // TILE
+        b = nl.program_id(axis=0)
+        out = nl.ndarray((q.shape[0], seq, d), dtype=dt, buffer=nl.shared_hbm)
 
-        probs_t = nl.ndarray((nl.par_dim(TILE), n, TILE), dtype=pe)  # [keys, tile, queries]
+        v_sb = nl.ndarray((nl.par_dim(TILE), n, d), dtype=pe)  # [keys, tile, d_head]
         for j in nl.affine_range(n):
-            probs_t[0:TILE, j, 0:TILE] = nisa.nc_transpose(probs[0:TILE, j * TILE:(j + 1) * TILE])
-        acc = nl.zeros((nl.par_dim(d), TILE), dtype=np.float32, buffer=nl.psum)  # [d_head, queries]
+            v_sb[0:TILE, j, 0:d] = nl.load(v[b, j * TILE:(j + 1) * TILE, 0:d], dtype=pe)
+        q_sb = nl.ndarray((n, nl.par_dim(d), TILE), dtype=pe)
+        for i in nl.affine_range(n):
+            q_sb[i, 0:d, 0:TILE] = nl.load(q[b, 0:d, i * TILE:(i + 1) * TILE], dtype=pe) * SCALE
+        kt_sb = nl.ndarray((n, nl.par_dim(d), TILE), dtype=pe)
         for j in nl.affine_range(n):
-            acc[0:d, 0:TILE] += nisa.nc_matmul(stationary=v_sb[0:TILE, j, 0:d], moving=probs_t[0:TILE, j, 0:TILE])
-        res = nl.copy(acc, dtype=dt) * nisa.nc_transpose(inv)
-        ip, jf = nl.arange(d)[:, None], nl.arange(TILE)[None, :]
-        nl.store(out[b, i * TILE + jf, ip], value=res)  # [d_head, queries] into [queries, d_head] rows
-    return out
+            kt_sb[j, 0:d, 0:TILE] = nl.load_transpose2d(k[b, j * TILE:(j + 1) * TILE, 0:d], dtype=pe)
+
+        for i in nl.affine_range(n):
+            scores = nl.ndarray((nl.par_dim(TILE), seq), dtype=dt)
+            neg_max = nl.ndarray((nl.par_dim(TILE), n), dtype=dt)  # block maxima when merge_max
+            for j in nl.affine_range(n):
+                block = nl.zeros((nl.par_dim(TILE), TILE), dtype=np.float32, buffer=nl.psum)
+                block[0:TILE, 0:TILE] += nisa.nc_matmul(stationary=q_sb[i, 0:d, 0:TILE], moving=kt_sb[j, 0:d, 0:TILE])
+                if merge_max:
+                    scores[0:TILE, j * TILE:(j + 1) * TILE] = nisa.tensor_scalar_reduce(
+                        data=block, op0=np.multiply, operand0=1.0, reduce_op=np.max,
+                        reduce_res=neg_max[0:TILE, j:j + 1], dtype=dt)
+                else:
+                    scores[0:TILE, j * TILE:(j + 1) * TILE] = score_copy(block, dt)
+                    neg_max[0:TILE, j:j + 1] = nisa.tensor_reduce(np.max, data=scores[0:TILE, j * TILE:(j + 1) * TILE],
+                                                                  axis=(1,), dtype=dt, negate=True)
+            if merge_max:
+                row_neg_max = nisa.tensor_reduce(np.max, data=neg_max, axis=(1,), dtype=dt, negate=True)
+            else:
+                row_neg_max = nisa.tensor_reduce(np.min, data=neg_max, axis=(1,), dtype=dt)
+            probs = nl.ndarray((nl.par_dim(TILE), seq), dtype=pe)
+            if merge_exp_sum:
+                sums = nl.ndarray((nl.par_dim(TILE), 1), dtype=dt)
+                probs[0:TILE, 0:seq] = nisa.activation_reduce(np.exp, data=scores, bias=row_neg_max, scale=1.0,
+                                                              reduce_op=np.add, reduce_res=sums, dtype=pe)
+            else:
+                exps = nisa.activation(np.exp, data=scores, bias=row_neg_max, scale=1.0)
+                sums = nisa.tensor_reduce(np.add, data=exps, axis=(1,), dtype=dt)
+                probs[0:TILE, 0:seq] = nl.copy(exps, dtype=pe)
+            inv = nl.ndarray((nl.par_dim(TILE), d), dtype=dt)
+            inv[0:TILE, 0:d] = nl.copy((1.0 / sums).broadcast_to((TILE, d)), dtype=dt)
+
+            probs_t = nl.ndarray((nl.par_dim(TILE), n, TILE), dtype=pe)  # [keys, tile, queries]
+            for j in nl.affine_range(n):
+                if transposes_on_scalar and j % 2:
+                    tp = nl.ndarray((nl.par_dim(TILE), TILE), dtype=pe, buffer=nl.psum)
+                    tp[0:TILE, 0:TILE] = nisa.nc_transpose(probs[0:TILE, j * TILE:(j + 1) * TILE])
+                    probs_t[0:TILE, j, 0:TILE] = nisa.activation(nl.copy, data=tp, dtype=pe)
+                else:
+                    probs_t[0:TILE, j, 0:TILE] = nisa.nc_transpose(probs[0:TILE, j * TILE:(j + 1) * TILE])
+            acc = nl.zeros((nl.par_dim(d), TILE), dtype=np.float32, buffer=nl.psum)  # [d_head, queries]
+            for j in nl.affine_range(n):
+                acc[0:d, 0:TILE] += nisa.nc_matmul(stationary=v_sb[0:TILE, j, 0:d], moving=probs_t[0:TILE, j, 0:TILE])
+            res = nl.copy(acc, dtype=dt) * nisa.nc_transpose(inv)
+            ip, jf = nl.arange(d)[:, None], nl.arange(TILE)[None, :]
+            nl.store(out[b, i * TILE + jf, ip], value=res)  # [d_head, queries] into [queries, d_head] rows
+        return out
+
+    return sd_attention
+
+
+sd_attention = attention_kernel()  # the kernel as written: the suite's cases
 
 
 def _case(seq: int, d: int, dtype):
@@ -95,3 +138,35 @@ CASES = {
     "s4096_d128_bf16": _case(4096, 128, nl.bfloat16),
     "s4096_d64_f16": _case(4096, 64, nl.float16),
 }
+
+# The sets of compiler decisions `python tools/calibrate/sd_attention.py` times (docs/timing.md).
+DECISIONS = (
+    ("as written", {}),
+    ("exp and sum merged", {"merge_exp_sum": True}),
+    ("... and the score copies on Scalar", {"merge_exp_sum": True, "scores_on_scalar": True}),
+    ("... and half the transposes' copies on Scalar",
+     {"merge_exp_sum": True, "scores_on_scalar": True, "transposes_on_scalar": True}),
+    ("both merges (exp and sum, copy and max), copies on Vector", {"merge_exp_sum": True, "merge_max": True}),
+)
+
+
+def main() -> None:
+    import tomllib
+    from pathlib import Path
+
+    table = tomllib.loads((Path(__file__).resolve().parents[2] / "tests/nki/published_latencies.toml").read_text())
+    published = {e["calibrate"].partition(":")[2]: e["published_us"] for e in table.values()
+                 if e.get("calibrate", "").startswith("sd_attention:")}
+    for label, decisions in DECISIONS:
+        kernel = attention_kernel(**decisions)
+        cells = []
+        for name, make in CASES.items():
+            _, args = make()
+            run = nki.simulate(kernel[1], args, {}, values=False)
+            cells.append(f"{name} {run.latency_us:7.1f} us ({run.latency_us / published[name]:.3f}, "
+                         f"{run.report.verdict.text.split(':')[0]})")
+        print(f"{label}:\n    " + "\n    ".join(cells), flush=True)
+
+
+if __name__ == "__main__":
+    main()
