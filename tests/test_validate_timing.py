@@ -62,6 +62,29 @@ def test_a_parameter_override_reaches_the_run(capsys):
 
 
 
+def test_a_bad_override_is_refused_with_its_rule(capsys):
+    assert _tool().main(["--only", "mamba_v1", "-D", "dma_efficiency_table=((32,1.0))"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("validate_timing: error: dma_efficiency_table") and "[bytes, fraction] pairs" in err
+    assert "Traceback" not in err
+
+
+def test_the_resize_case_copies_each_output_pixel_from_its_nearest_source():
+    """tools/calibrate/resize_nearest.py gives numpy's nearest-neighbour resize with the test's map
+    (scales in float32), on a small shape; at the published shape its map is that of float64 scales too."""
+    _tool()
+    from calibrate.resize_nearest import reference, resize_nearest, source_rows
+
+    from ncsim import nki
+    x = np.random.default_rng(3).random((3, 5, 4, 16)).astype(np.float16)
+    got = nki.simulate_kernel(resize_nearest, x, (3, 9, 7, 16))
+    ys, xs = np.floor(np.arange(9) * (5 / 9)).astype(int), np.floor(np.arange(7) * (4 / 7)).astype(int)
+    np.testing.assert_array_equal(got, x[:, ys][:, :, xs])
+    np.testing.assert_array_equal(reference(x, 9, 7), got)
+    assert source_rows(30, 20, 59, 38) == [int(y * 30 / 59) * 20 + int(c * 20 / 38) for y in range(59) for c in range(38)]
+    assert nki.last_run().result.instructions == 2 * 9 * 7  # a load and a store per output pixel
+
+
 def test_matmul_optimized_lhsT_loads_are_double_buffered():
     """docs/timing.md "Calibration", matmul_optimized: the front end's buffer policy gives the site
     that makes a block's 8 lhsT tiles 2 x 8 buffers (docs/nki.md "Buffer policy"), so the next

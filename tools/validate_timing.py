@@ -29,6 +29,7 @@ from calibrate import case
 
 from ncsim import nki
 from ncsim.config import load_config
+from ncsim.errors import ConfigError
 
 TABLE = ROOT / "tests" / "nki" / "published_latencies.toml"
 TOLERANCE = {"fit": 0.15, "held_out": 0.25}
@@ -68,7 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     table = tomllib.loads(TABLE.read_text())
     chosen = cases(table, args.only, args.set)
-    config = load_config(args.config, args.sets)
+    try:
+        config = load_config(args.config, args.sets)
+    except ConfigError as e:
+        print(f"validate_timing: {e}", file=sys.stderr)
+        return 2
     start = time.perf_counter()
     width = max([20, *map(len, chosen)])
     print(f"{'case':<{width}} {'set':<8} {'published':>11} {'ncsim':>11} {'ratio':>6}  verdict  instructions")

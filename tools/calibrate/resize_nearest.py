@@ -1,0 +1,64 @@
+"""The nearest-neighbour resize kernel of aws-neuron/nki-samples (src/nki_samples/reference/vision.py,
+`resize_nearest_fixed_dma_kernel`, as it was from August 2024 until 83a3630 made it a gather by
+computed indices in August 2025, under the same bounds), written here from the algorithm its
+docstring and test document, for the latency bounds of test/unit/test_resize_nearest.py
+(tests/nki/published_latencies.toml):
+
+- the input [B, H, W, C] is seen as [B, H*W, C] and the output [B, OH, OW, C] as [B, OH*OW, C];
+- output pixel (y, x) takes input pixel (floor(y * H / OH), floor(x * W / OW)), the scales computed
+  in float32 (the test's golden function); the map of source rows is a compile-time constant;
+- for each output pixel in turn, one DMA loads that source row of every batch image, [B, C] (batch
+  in the partitions, channels along the free axis), into SBUF, and one DMA stores it to the output
+  row: 2 x OH*OW transfers of B partitions x C elements, no compute.
+
+So the kernel is a stream of small DMA transfers of few partitions (one partition for B = 1), the
+case docs/timing.md "Calibration" discusses for it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import ncsim.nki.language as nl
+from ncsim import nki
+from ncsim.nki.typing import tensor
+
+
+def source_rows(h: int, w: int, oh: int, ow: int) -> list[int]:
+    """Flat input row of each flat output row (row-major), the scales in float32 as the test's golden."""
+    hs, ws = np.float32(h / oh), np.float32(w / ow)
+    return [int(np.floor(np.float32(y) * hs)) * w + int(np.floor(np.float32(x) * ws))
+            for y in range(oh) for x in range(ow)]
+
+
+@nki.jit
+def resize_nearest(data, out_shape):
+    b, h, w, c = data.shape
+    ob, oh, ow, oc = out_shape
+    assert ob == b and oc == c, "the batch and channel counts stay"
+    out = nl.ndarray((b, oh, ow, c), dtype=data.dtype, buffer=nl.shared_hbm)
+    src = data.reshape((b, h * w, c))
+    dst = out.reshape((b, oh * ow, c))
+    for i, row in enumerate(source_rows(h, w, oh, ow)):
+        pixel = nl.load(src[0:b, row, 0:c])
+        nl.store(dst[0:b, i, 0:c], value=pixel)
+    return out
+
+
+def reference(data: np.ndarray, oh: int, ow: int) -> np.ndarray:
+    """The resized [B, OH, OW, C] array, by numpy indexing with the same map."""
+    b, h, w, c = data.shape
+    rows = np.array(source_rows(h, w, oh, ow))
+    return data.reshape(b, h * w, c)[:, rows, :].reshape(b, oh, ow, c)
+
+
+def _case(b: int, dtype):
+    return lambda: (resize_nearest, (tensor[[b, 30, 20, 1280], dtype], (b, 59, 38, 1280)))
+
+
+# test/unit/test_resize_nearest.py's perf cases: [B, 30, 20, 1280] to [B, 59, 38, 1280]
+CASES = {
+    "b10_f32": _case(10, nl.float32),
+    "b1_f16": _case(1, nl.float16),
+    "b1_bf16": _case(1, nl.bfloat16),
+}
