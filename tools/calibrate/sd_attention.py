@@ -150,10 +150,14 @@ DECISIONS = (
 )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    import argparse
     import tomllib
     from pathlib import Path
 
+    argparse.ArgumentParser(description="Time the attention bounds' three cases under each set of compiler decisions"
+                            " (DECISIONS) and print ncsim's time, its ratio to the bound and what bounds the run."
+                            ).parse_args(argv)
     table = tomllib.loads((Path(__file__).resolve().parents[2] / "tests/nki/published_latencies.toml").read_text())
     published = {e["calibrate"].partition(":")[2]: e["published_us"] for e in table.values()
                  if e.get("calibrate", "").startswith("sd_attention:")}
