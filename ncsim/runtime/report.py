@@ -58,6 +58,10 @@ THRESHOLD = 60% ("most of the time"):
    and rule 1 or 2 would hold). Else a dependency chain, listing the kinds, largest first (ties in
    PATH_KINDS order), that hold at least 1% (rounded) of the path.
 Ties go to the earlier candidate: engines in Tensor, Vector, Scalar, GpSimd order, then the DMA.
+
+A caveat line follows the verdict when the verdict rests on a rule the published measurements
+contradict (`Report.caveat`): bound by DMA bandwidth with the busiest DMA engine busy at least twice
+the engines' mean, i.e. transfers of few partitions on few engines (docs/timing.md#resize).
 """
 
 from __future__ import annotations
@@ -238,7 +242,23 @@ class Report:
         lines.append(f"tensor   {self.flops:,} flops = {100 * self.tensor_utilisation:.1f}% of the"
                      f" {peak / 1e12:.2f} TFLOPS bf16 peak{caveat}")
         lines.append(f"verdict  {self.verdict.text}")
+        if (caveat := self.caveat) is not None:
+            lines.append(f"caveat   {caveat}")
         return "\n".join(_wrap(line) for line in lines)
+
+    @property
+    def caveat(self) -> str | None:
+        """What the verdict rests on that the published measurements contradict, or None: a run bound by
+        DMA bandwidth whose busiest DMA engine is busy at least twice the engines' mean rests on ncsim's
+        rule that a piece of few partitions runs on few engines (8 partitions each, one partition on
+        engine 0), which nki-samples' resize bounds contradict (docs/timing.md#resize)."""
+        busiest, top = self.dma_busiest
+        if self.verdict.kind != "dma-bandwidth" or top < THRESHOLD or top < 2 * self.dma_busy:
+            return None
+        return (f"DMA engine {busiest} carries {100 * top:.0f}% of the run against the engines' mean"
+                f" {100 * self.dma_busy:.0f}%: ncsim runs a transfer of few partitions on few engines (8"
+                f" partitions each, one partition on engine 0), a rule the chip's resize bounds contradict"
+                f" (docs/timing.md#resize); for transfers of few partitions this time may be an upper bound")
 
     def table(self) -> list[str]:
         """The per-engine table: instructions, then busy, semaphore, port waits and idle as µs and %. The
