@@ -21,8 +21,10 @@ call adding instructions to an ncsim Program) and the program runs on the simula
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import io
 import sys
 import time
 from dataclasses import dataclass, field
@@ -139,13 +141,15 @@ def _input_array(name: str, a: np.ndarray) -> np.ndarray:
 
 def simulate(kernel: Any, args: tuple, kwargs: dict, *, values: bool | None = None, config: Config | None = None,
              buffers: int = DEFAULT_BUFFERS, batch: bool = True, schedule: bool | None = None,
-             renew: bool = True) -> NkiRun:
+             renew: bool = True, plan_spills: bool = True) -> NkiRun:
     """Trace `kernel` with these arguments, build its program and run it (see the module docstring).
     batch=False adds each traced instruction as a chunk of its own (`Tracer.record`): the same
     object, built more slowly. schedule: reorder the program as NKI's scheduler does
     (`ncsim.nki.schedule`; None: `options["schedule"]`, on unless `ncsim nki --no-schedule`).
     renew=False keeps a tile in its buffer when an instruction overwrites all of it (`Tracer.renew`;
-    docs/nki.md "Buffer policy"), as ncsim did before."""
+    docs/nki.md "Buffer policy"), as ncsim did before. plan_spills: when tiles had to give up their
+    place, trace the kernel again, the spill choice now knowing when each tile is used next (the
+    first trace's record; its output to stdout is shown once); False: the least recently used."""
     global _last
     from ncsim.runtime.run import run
     from ncsim.runtime.verify import verify_program
@@ -155,48 +159,75 @@ def simulate(kernel: Any, args: tuple, kwargs: dict, *, values: bool | None = No
     config = config or options["config"] or Config()
     func = k.func
     name = getattr(func, "__name__", "kernel")
-    tracer = Tracer(name if name.isidentifier() else "kernel", config, buffers, batch, renew)
-    tracer.force_auto = bool(getattr(func, FORCE_AUTO, False))
-    bound = inspect.signature(func).bind(*args, **kwargs)
-    inputs: dict[str, np.ndarray] = {}
-    arg_buffers: dict[str, tuple[Buffer, np.ndarray | None]] = {}
-    placeholders = False
 
-    def tensor_arg(pname: str, v: Any) -> Any:
-        nonlocal placeholders
-        if isinstance(v, Placeholder):
-            placeholders = True
-            buf = tracer.hbm_tensor(pname, v.nc_dtype, v.shape, "in")
-            arg_buffers[buf.name] = (buf, None)
-            return View.of(buf)
-        if isinstance(v, np.ndarray):
-            arr = _input_array(pname, v)
-            buf = tracer.hbm_tensor(pname, to_dtype(v.dtype), tuple(v.shape) or (1,), "in")
-            inputs[buf.name] = arr.reshape(buf.entry.shape)
-            arg_buffers[buf.name] = (buf, v)
-            return View.of(buf)
-        return v
+    def trace(future: dict[int, list[int]] | None) -> tuple:
+        """One trace of the kernel: (tracer, what it returned, its output buffers and names, the input
+        arrays, the argument buffers, whether any argument is a placeholder)."""
+        tracer = Tracer(name if name.isidentifier() else "kernel", config, buffers, batch, renew, future)
+        tracer.force_auto = bool(getattr(func, FORCE_AUTO, False))
+        bound = inspect.signature(func).bind(*args, **kwargs)
+        inputs: dict[str, np.ndarray] = {}
+        arg_buffers: dict[str, tuple[Buffer, np.ndarray | None]] = {}
+        placeholders = False
 
-    params = bound.signature.parameters
-    for pname, v in list(bound.arguments.items()):
-        if params[pname].kind == inspect.Parameter.VAR_POSITIONAL:
-            bound.arguments[pname] = tuple(tensor_arg(f"{pname}{i}", x) for i, x in enumerate(v))
-        elif params[pname].kind == inspect.Parameter.VAR_KEYWORD:
-            bound.arguments[pname] = {kk: tensor_arg(kk, x) for kk, x in v.items()}
-        else:
-            bound.arguments[pname] = tensor_arg(pname, v)
-    returned = tracer.run_grid(func, bound.args, bound.kwargs, k.grid)
+        def tensor_arg(pname: str, v: Any) -> Any:
+            nonlocal placeholders
+            if isinstance(v, Placeholder):
+                placeholders = True
+                buf = tracer.hbm_tensor(pname, v.nc_dtype, v.shape, "in")
+                arg_buffers[buf.name] = (buf, None)
+                return View.of(buf)
+            if isinstance(v, np.ndarray):
+                arr = _input_array(pname, v)
+                buf = tracer.hbm_tensor(pname, to_dtype(v.dtype), tuple(v.shape) or (1,), "in")
+                inputs[buf.name] = arr.reshape(buf.entry.shape)
+                arg_buffers[buf.name] = (buf, v)
+                return View.of(buf)
+            return v
 
-    outs = returned if isinstance(returned, (tuple, list)) else () if returned is None else (returned,)
-    out_bufs = []
-    for o in outs:
-        if not isinstance(o, View) or o.on_chip:
-            raise AsmError(f"kernel {name} returns {o!r}: a kernel returns HBM tensors"
-                           " (nl.ndarray(..., buffer=nl.shared_hbm)) it has stored into", file=_source(func))
-        out_bufs.append(o.buf)
-    inouts = [b for b, _ in arg_buffers.values() if b.stored]
-    out_names = _name_outputs(tracer, out_bufs)
-    tracer.finish(out_bufs, inouts)
+        params = bound.signature.parameters
+        for pname, v in list(bound.arguments.items()):
+            if params[pname].kind == inspect.Parameter.VAR_POSITIONAL:
+                bound.arguments[pname] = tuple(tensor_arg(f"{pname}{i}", x) for i, x in enumerate(v))
+            elif params[pname].kind == inspect.Parameter.VAR_KEYWORD:
+                bound.arguments[pname] = {kk: tensor_arg(kk, x) for kk, x in v.items()}
+            else:
+                bound.arguments[pname] = tensor_arg(pname, v)
+        returned = tracer.run_grid(func, bound.args, bound.kwargs, k.grid)
+
+        outs = returned if isinstance(returned, (tuple, list)) else () if returned is None else (returned,)
+        out_bufs = []
+        for o in outs:
+            if not isinstance(o, View) or o.on_chip:
+                raise AsmError(f"kernel {name} returns {o!r}: a kernel returns HBM tensors"
+                               " (nl.ndarray(..., buffer=nl.shared_hbm)) it has stored into", file=_source(func))
+            out_bufs.append(o.buf)
+        inouts = [b for b, _ in arg_buffers.values() if b.stored]
+        out_names = _name_outputs(tracer, out_bufs)
+        tracer.finish(out_bufs, inouts)
+        return tracer, returned, out_bufs, out_names, inputs, arg_buffers, placeholders
+
+    if plan_spills:
+        # The first trace's output to stdout (the kernel's prints) is shown unless a second trace,
+        # which prints it again, replaces it.
+        shown = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(shown):
+                traced = trace(None)
+        except BaseException:
+            sys.stdout.write(shown.getvalue())
+            raise
+        first_output = shown.getvalue()
+        if traced[0].spills:
+            try:
+                traced = trace(traced[0].uses)
+                first_output = ""
+            except NcsimError:
+                pass  # (the first trace's choices ran; a refusal the second's met is not the kernel's)
+        sys.stdout.write(first_output)
+    else:
+        traced = trace(None)
+    tracer, returned, out_bufs, out_names, inputs, arg_buffers, placeholders = traced
     program = tracer.program
     seconds = {"trace": time.perf_counter() - clock}
     clock = time.perf_counter()

@@ -98,6 +98,14 @@ class Buffer:
     block: Any = None
     evicted: str = ""
     spilled: Any = None  # an SBUF tile whose place was taken: (its store's program-order place or None, where) until reloaded
+    # spill choice (Tracer.make_room): the tile's number among the tiles the kernel made (-1: a
+    # reload's), and, while the tile holds what a DMA copied whole from HBM and neither was written
+    # since, (the copy's destination partition, offset, dims and dtype, its source view, the source
+    # tensor's version then);
+    # HBM tensors count their writes (version)
+    seq: int = -1
+    source: Any = None
+    version: int = 0
 
     @property
     def memory(self) -> str:

@@ -21,6 +21,7 @@ pool on the same terms, when the memory has room (`Tracer.renew`): NKI allocates
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import dataclasses
 import gc
@@ -236,7 +237,7 @@ class Tracer:
     """Builds one kernel's Program while its Python runs (see the module docstring)."""
 
     def __init__(self, kernel: str, config: Config, buffers: int = DEFAULT_BUFFERS, batch: bool = True,
-                 renew: bool = True):
+                 renew: bool = True, future: dict[int, list[int]] | None = None):
         self.config = config
         self.buffers = buffers
         self.batch = batch  # gather the instructions of a call site into chunks of lanes (record)
@@ -284,6 +285,16 @@ class Tracer:
         self.in_block: list[tuple[int, int]] = []
         self.renewing = renew  # a write of a whole SBUF tile may take its other buffer (renew)
         self.pool_of: dict[str, _Pool] = {}  # each automatically placed tile's pool, by its entry's name (renew)
+        # The spill choice (make_room): the tiles the kernel has made (Buffer.seq), the instructions it
+        # has made (not those of spills: the clock of `uses`), when each tile was used, and `future`,
+        # the `uses` of an earlier trace of the same kernel, which tells when each tile is used next
+        # (None: the least recently used tile is taken). `reloading` while reload makes a spill's DMAs.
+        self.seq = 0
+        self.user_tick = 0
+        self.uses: dict[int, list[int]] = {}
+        self.future = future
+        self.reloading = False
+        self.spills = 0  # tiles that gave up their place (make_room)
 
     @contextlib.contextmanager
     def source(self, file: str, line: int, col: int = 1, length: int = 1) -> Iterator[None]:
@@ -378,6 +389,9 @@ class Tracer:
                 chosen = self.add_buffer(pool, entry)
         self.tick += 1
         buf = Buffer(pool.entries[chosen], pool.entries[chosen].name)
+        if not self.reloading:
+            buf.seq = self.seq
+            self.seq += 1
         self.use_tick += 1
         buf.last_use = self.use_tick
         pool.hold(chosen, buf, self.tick)
@@ -540,7 +554,21 @@ class Tracer:
             tensor.evicted.discard(flat)
         self.use_tick += 1
         view.buf.last_use = self.use_tick
+        self.used(view.buf)
         return view
+
+    def used(self, buf: Buffer) -> None:
+        """Note that the kernel uses tile `buf` now (`uses`, the record a later trace's spill choice reads)."""
+        if buf.seq >= 0 and not self.reloading:
+            self.uses.setdefault(buf.seq, []).append(self.user_tick)
+
+    def next_use(self, buf: Buffer) -> float:
+        """When the kernel uses tile `buf` next, by the earlier trace's record (`future`): inf if never."""
+        ticks = self.future.get(buf.seq) if self.future is not None and buf.seq >= 0 else None
+        if not ticks:
+            return math.inf
+        i = bisect.bisect_right(ticks, self.user_tick)
+        return ticks[i] if i < len(ticks) else math.inf
 
     def release_free(self, memory: str, keep: _Pool | None = None) -> int:
         """Give back to the memory every buffer of a site (other than `keep`'s) that holds no reachable
@@ -573,17 +601,24 @@ class Tracer:
             self.collected = True
             if gc.collect() and self.release_free(memory, keep):
                 return True
-        victim = None
+        # The tile whose next use is farthest (never: first), as a compiler that knows the whole
+        # kernel chooses (Belady's rule), when an earlier trace recorded the uses; else, and among
+        # equals, the least recently used.
+        victim, best = None, None
         for (mem, *_), pool in self.pools.items():
             if mem != memory:
                 continue
             for i, holder in enumerate(pool.holders):
                 buf = holder()
-                if buf is not None and id(buf) not in protect and (victim is None or buf.last_use < victim[0].last_use):
-                    victim = (buf, pool, i)
+                if buf is None or id(buf) in protect:
+                    continue
+                key = (-self.next_use(buf), buf.last_use)
+                if best is None or key < best:
+                    victim, best = (buf, pool, i), key
         if victim is None:
             return False
         buf, pool, i = victim
+        self.spills += 1
         if memory == "sbuf":
             # the spill's store is given its place in program order now and made only if the tile is
             # used again (reload): a tile the kernel no longer needs, though its Python still holds it,
@@ -657,22 +692,34 @@ class Tracer:
         a new tile, made at `place`, loads it back (dma_copy, Sync) and becomes the buffer's place:
         every view of it follows. dead: the instruction at `place` overwrites the whole tile, so its
         contents are never read again: no store and no load, only the new place (the reserved one is
-        closed up, as for a tile never used again)."""
+        closed up, as for a tile never used again). A tile that holds what a DMA copied whole from an
+        HBM tensor, neither written since (Buffer.source), is not stored either: that copy is made
+        again, as a compiler loads a value again rather than spill it."""
         hole, spilled_at = buf.spilled
-        hbm = None
-        if hole is not None and not dead:
-            hbm = self.hbm_tensor("spill", buf.dtype, buf.entry.shape, "scratch")
-            self.holes.discard(hole)
-            self.emit("dma_copy", "sync", place=spilled_at, flush=False, at=hole, dst=View.of(hbm), src=View.of(buf))
-        new = self.tile(buf.entry.memory, buf.dtype, buf.entry.shape, place, protect | {id(buf)})
-        pool = self.last_pool  # (the pool tile just gave `new` from)
-        assert pool is not None
-        i = pool.entries.index(new.entry)
-        if hbm is not None:
-            self.emit("dma_copy", "sync", place=place, flush=False, dst=View.of(new), src=View.of(hbm))
-        buf.entry, buf.name, buf.spilled = new.entry, new.name, None
-        buf.stored = hbm is not None
-        pool.holders[i] = weakref.ref(buf, pool._dropped)  # the pool's tile is buf's now (live stays 1)
+        source = buf.source if buf.source is not None and buf.source[4].buf.version == buf.source[5] else None
+        self.reloading = True
+        try:
+            hbm = None
+            if hole is not None and not dead and source is None:
+                hbm = self.hbm_tensor("spill", buf.dtype, buf.entry.shape, "scratch")
+                self.holes.discard(hole)
+                self.emit("dma_copy", "sync", place=spilled_at, flush=False, at=hole, dst=View.of(hbm),
+                          src=View.of(buf))
+            new = self.tile(buf.entry.memory, buf.dtype, buf.entry.shape, place, protect | {id(buf)})
+            pool = self.last_pool  # (the pool tile just gave `new` from)
+            assert pool is not None
+            i = pool.entries.index(new.entry)
+            if hbm is not None:
+                self.emit("dma_copy", "sync", place=place, flush=False, dst=View.of(new), src=View.of(hbm))
+            buf.entry, buf.name, buf.spilled = new.entry, new.name, None
+            buf.stored = hbm is not None
+            pool.holders[i] = weakref.ref(buf, pool._dropped)  # the pool's tile is buf's now (live stays 1)
+            if source is not None and not dead:
+                partition, offset, dims, dtype, src, _ = source
+                self.emit("dma_copy", "sync", place=place, flush=False, dst=View(buf, partition, offset, dims, dtype),
+                          src=src)
+        finally:
+            self.reloading = False
 
     def fold_pool(self) -> None:
         """Count the tiles of the site that last made one into its peak (called at each tile and
@@ -843,8 +890,11 @@ class Tracer:
         except NcsimError as e:
             raise e.at(place.source_loc()) from None
         self.use_tick += 1
+        if not self.reloading:
+            self.user_tick += 1
         for v in operands.values():
             if type(v) is View and v._buf is not None:
+                self.used(v._buf)
                 if v._buf.evicted:
                     raise self.fail(f"this uses {v._buf.evicted}, which was evicted: {v.memory.upper()} was full, and"
                                     " ncsim's automatic allocation gave its tile to another (ncsim spills SBUF tiles"
@@ -854,10 +904,20 @@ class Tracer:
         if self.last_writer:
             self.check_lifetimes(spec, operands, place)
         self.record(instr, (self.program.file_index(place.file), place.line, place.col), at)
+        src = operands.get("src") if mnemonic == "dma_copy" and not accumulating else None
+        copied = (type(src) is View and src._buf is not None and src.memory == "hbm" and src.dynamic is None
+                  and operands.get("dst_rmw_op") is None)
         for v in written:
             buf = v.buf
             if buf.entry.name in self.last_writer:
                 self.last_writer[buf.entry.name] = (buf, place)
+            if buf.memory == "hbm":
+                buf.version += 1
+            # a copy of HBM data, whole: reload may load it again from there instead of storing it
+            # (the destination's geometry, not the view: a view held by its buffer would keep the
+            # buffer reachable, and liveness is Python's)
+            buf.source = ((v.partition, v.offset, v.dims, v._dtype, src, src._buf.version)
+                          if copied and buf.memory == "sbuf" and _covers(v, operands, "dst") else None)
             buf.stored = True
             if not accumulating:
                 buf.zeroed = False
@@ -1030,10 +1090,16 @@ class Tracer:
 
 def _renewable(v: View, operands: dict[str, Any], name: str) -> bool:
     """Whether the write of operand `name`, view `v`, starts a new lifetime of an SBUF tile that holds
-    data (Tracer.renew): it covers every byte of the tile, each once, at offsets known while tracing,
-    and no other operand of the instruction views the tile (an in-place update reads what it writes)."""
+    data (Tracer.renew): it covers the tile (_covers)."""
+    return v._buf is not None and v._buf.stored and _covers(v, operands, name)
+
+
+def _covers(v: View, operands: dict[str, Any], name: str) -> bool:
+    """Whether the write of operand `name`, view `v`, of an SBUF tile covers every byte of the tile,
+    each once, at offsets known while tracing, and no other operand of the instruction views the tile
+    (an in-place update reads what it writes)."""
     buf = v._buf
-    if buf is None or not buf.stored or buf.entry.memory != "sbuf" or v.dynamic is not None:
+    if buf is None or buf.entry.memory != "sbuf" or v.dynamic is not None:
         return False
     if any(type(u) is View and u._buf is buf for n, u in operands.items() if n != name):
         return False
