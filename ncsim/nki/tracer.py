@@ -288,11 +288,14 @@ class Tracer:
         # The spill choice (make_room): the tiles the kernel has made (Buffer.seq), the instructions it
         # has made (not those of spills: the clock of `uses`), when each tile was used, and `future`,
         # the `uses` of an earlier trace of the same kernel, which tells when each tile is used next
-        # (None: the least recently used tile is taken). `reloading` while reload makes a spill's DMAs.
+        # (None: the least recently used tile is taken). Uses are recorded from the first spill on
+        # (both traces are the same up to it, and the choice asks only what comes after), and only
+        # by a trace with no `future`. `reloading` while reload makes a spill's DMAs.
         self.seq = 0
         self.user_tick = 0
         self.uses: dict[int, list[int]] = {}
         self.future = future
+        self.recording = False
         self.reloading = False
         self.spills = 0  # tiles that gave up their place (make_room)
 
@@ -559,7 +562,7 @@ class Tracer:
 
     def used(self, buf: Buffer) -> None:
         """Note that the kernel uses tile `buf` now (`uses`, the record a later trace's spill choice reads)."""
-        if buf.seq >= 0 and not self.reloading:
+        if self.recording and buf.seq >= 0 and not self.reloading:
             self.uses.setdefault(buf.seq, []).append(self.user_tick)
 
     def next_use(self, buf: Buffer) -> float:
@@ -619,6 +622,7 @@ class Tracer:
             return False
         buf, pool, i = victim
         self.spills += 1
+        self.recording = self.future is None
         if memory == "sbuf":
             # the spill's store is given its place in program order now and made only if the tile is
             # used again (reload): a tile the kernel no longer needs, though its Python still holds it,
