@@ -323,11 +323,15 @@ def run(program: str, input_files: tuple[str, ...], out_file: str | None, seed: 
 @click.option("--no-schedule", is_flag=True,
               help="Issue each kernel's instructions in the order its Python made them (by default they are"
                    " reordered as NKI's scheduler reorders independent operations: docs/nki.md \"Scheduling\").")
+@click.option("--no-plan-spills", is_flag=True,
+              help="When SBUF is full, spill the tile used least recently, from one trace (by default a kernel"
+                   " that spills is traced again to spill the tile used farthest ahead: docs/nki.md \"Buffer policy\").")
 @quiet_option
 @config_file_option
 @set_option
 def nki_cmd(script: str, script_args: tuple[str, ...], timing_only: bool, emit_asm: str | None, show_sync: bool,
-            no_schedule: bool, quiet: bool, config_files: tuple[str, ...], sets: tuple[str, ...]) -> None:
+            no_schedule: bool, no_plan_spills: bool, quiet: bool, config_files: tuple[str, ...],
+            sets: tuple[str, ...]) -> None:
     """Run an NKI script as `python SCRIPT ARGS...` would, with `neuronxcc.nki` aliased to ncsim's NKI
     front end: its kernels run on the simulated NeuronCore. ncsim's options go before SCRIPT."""
     import runpy
@@ -339,7 +343,8 @@ def nki_cmd(script: str, script_args: tuple[str, ...], timing_only: bool, emit_a
         raise NcsimError("no such script", file=script)
     keep_freed_memory()  # the kernels' runs reuse what the previous one freed (docs/running.md)
     nki.options.update(timing_only=timing_only, announce=not quiet, config=make_config(config_files, sets),
-                       emit_asm=emit_asm, show_sync=show_sync, schedule=not no_schedule)
+                       emit_asm=emit_asm, show_sync=show_sync, schedule=not no_schedule,
+                       plan_spills=not no_plan_spills)
     nki.install_alias()
     sys.argv = [script, *script_args]
     sys.path.insert(0, str(Path(script).resolve().parent))

@@ -54,9 +54,10 @@ __all__ = ["Kernel", "NkiRun", "asm_text", "baremetal", "benchmark", "compiler",
 # Settings of `ncsim nki` (the command line): every run timing-only, and a line on stderr per run.
 # emit_asm: a folder that receives each kernel's program as .s (ncsim nki --emit-asm); show_sync: print
 # each kernel's synchronisation report (ncsim nki --show-sync); schedule: reorder each kernel as NKI's
-# scheduler does (ncsim nki --no-schedule turns it off).
+# scheduler does (ncsim nki --no-schedule turns it off); plan_spills: trace a kernel that spills again, to
+# spill the tile used farthest ahead (ncsim nki --no-plan-spills turns it off).
 options: dict[str, Any] = {"timing_only": False, "announce": False, "config": None, "emit_asm": None,
-                           "show_sync": False, "schedule": True}
+                           "show_sync": False, "schedule": True, "plan_spills": True}
 _last: NkiRun | None = None
 
 
@@ -141,7 +142,7 @@ def _input_array(name: str, a: np.ndarray) -> np.ndarray:
 
 def simulate(kernel: Any, args: tuple, kwargs: dict, *, values: bool | None = None, config: Config | None = None,
              buffers: int = DEFAULT_BUFFERS, batch: bool = True, schedule: bool | None = None,
-             renew: bool = True, plan_spills: bool = True) -> NkiRun:
+             renew: bool = True, plan_spills: bool | None = None) -> NkiRun:
     """Trace `kernel` with these arguments, build its program and run it (see the module docstring).
     batch=False adds each traced instruction as a chunk of its own (`Tracer.record`): the same
     object, built more slowly. schedule: reorder the program as NKI's scheduler does
@@ -149,7 +150,8 @@ def simulate(kernel: Any, args: tuple, kwargs: dict, *, values: bool | None = No
     renew=False keeps a tile in its buffer when an instruction overwrites all of it (`Tracer.renew`;
     docs/nki.md "Buffer policy"), as ncsim did before. plan_spills: when tiles had to give up their
     place, trace the kernel again, the spill choice now knowing when each tile is used next (the
-    first trace's record; its output to stdout is shown once); False: the least recently used."""
+    first trace's record; its output to stdout is shown once); False: the least recently used; None:
+    `options["plan_spills"]`, on unless `ncsim nki --no-plan-spills`."""
     global _last
     from ncsim.runtime.run import run
     from ncsim.runtime.verify import verify_program
@@ -207,7 +209,7 @@ def simulate(kernel: Any, args: tuple, kwargs: dict, *, values: bool | None = No
         tracer.finish(out_bufs, inouts)
         return tracer, returned, out_bufs, out_names, inputs, arg_buffers, placeholders
 
-    if plan_spills:
+    if options["plan_spills"] if plan_spills is None else plan_spills:
         # The first trace's output to stdout (the kernel's prints) is shown unless a second trace,
         # which prints it again, replaces it.
         shown = io.StringIO()
