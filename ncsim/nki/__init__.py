@@ -210,8 +210,8 @@ def simulate(kernel: Any, args: tuple, kwargs: dict, *, values: bool | None = No
         return tracer, returned, out_bufs, out_names, inputs, arg_buffers, placeholders
 
     if options["plan_spills"] if plan_spills is None else plan_spills:
-        # The first trace's output to stdout (the kernel's prints) is shown unless a second trace,
-        # which prints it again, replaces it.
+        # The kernel's output to stdout (its prints) is shown once: the first trace's, or the second's
+        # when a second trace replaces it.
         shown = io.StringIO()
         try:
             with contextlib.redirect_stdout(shown):
@@ -219,14 +219,19 @@ def simulate(kernel: Any, args: tuple, kwargs: dict, *, values: bool | None = No
         except BaseException:
             sys.stdout.write(shown.getvalue())
             raise
-        first_output = shown.getvalue()
         if traced[0].spills:
+            again = io.StringIO()
             try:
-                traced = trace(traced[0].uses)
-                first_output = ""
+                with contextlib.redirect_stdout(again):
+                    second = trace(traced[0].uses)
             except NcsimError:
                 pass  # (the first trace's choices ran; a refusal the second's met is not the kernel's)
-        sys.stdout.write(first_output)
+            except BaseException:
+                sys.stdout.write(again.getvalue())
+                raise
+            else:
+                traced, shown = second, again
+        sys.stdout.write(shown.getvalue())
     else:
         traced = trace(None)
     tracer, returned, out_bufs, out_names, inputs, arg_buffers, placeholders = traced
