@@ -698,7 +698,8 @@ class Tracer:
         contents are never read again: no store and no load, only the new place (the reserved one is
         closed up, as for a tile never used again). A tile that holds what a DMA copied whole from an
         HBM tensor, neither written since (Buffer.source), is not stored either: that copy is made
-        again, as a compiler loads a value again rather than spill it."""
+        again, as a compiler loads a value again rather than spill it (a tile loaded back from its
+        spill tensor holds that tensor's copy)."""
         hole, spilled_at = buf.spilled
         source = buf.source if buf.source is not None and buf.source[4].buf.version == buf.source[5] else None
         self.reloading = True
@@ -717,6 +718,9 @@ class Tracer:
                 self.emit("dma_copy", "sync", place=place, flush=False, dst=View.of(new), src=View.of(hbm))
             buf.entry, buf.name, buf.spilled = new.entry, new.name, None
             buf.stored = hbm is not None
+            # loaded back from its spill tensor, the tile holds that tensor's copy: spilled again
+            # unchanged, it is not stored again
+            buf.source = (0, 0, View.of(buf).dims, buf.dtype, View.of(hbm), hbm.version) if hbm is not None else None
             pool.holders[i] = weakref.ref(buf, pool._dropped)  # the pool's tile is buf's now (live stays 1)
             if source is not None and not dead:
                 partition, offset, dims, dtype, src, _ = source

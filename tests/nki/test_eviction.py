@@ -359,3 +359,27 @@ def test_ncsim_nki_no_plan_spills_takes_the_least_recently_used_tile(tmp_path):
         assert done.stdout.count("tracing dead_tiles_held") == 1, done.stdout
         counts.append(int(re.search(r"kernel dead_tiles_held: (\d+) instructions", done.stderr).group(1)))
     assert counts[1] == counts[0] + 2  # a store and a load of the spilled live tile
+
+
+@nki.jit
+def computed_tiles_read_twice(a):
+    """Twelve computed tiles held at once (eleven fit), each stored twice, in order both times: with
+    the least recently used taken, each tile loaded back pushes out the next, and a tile loaded
+    back from its spill tensor and pushed out again unchanged is not stored again."""
+    out = nl.ndarray((2 * a.shape[0], a.shape[1]), a.dtype, buffer=nl.shared_hbm)
+    n = a.shape[0] // 128
+    tiles = [nl.multiply(nl.load(a[i * 128:(i + 1) * 128, :]), 2.0) for i in range(n)]
+    for j in range(2):
+        for i in range(n):
+            nl.store(out[(j * n + i) * 128:(j * n + i + 1) * 128, :], tiles[i])
+    return out
+
+
+def test_a_tile_loaded_back_and_spilled_again_unchanged_is_not_stored_again():
+    a = np.random.default_rng(8).standard_normal((12 * 128, 4096)).astype(F32)
+    run = nki.simulate(computed_tiles_read_twice, (a,), {}, plan_spills=False)
+    np.testing.assert_array_equal(run.outputs, np.concatenate([2 * a, 2 * a]))
+    spills = [e for e in run.program.tensors.values() if e.name.startswith("spill")]
+    dmas = sum(i.mnemonic == "dma_copy" for i in run.program.instructions)
+    loads_back = dmas - 12 - 24 - len(spills)  # loads, stores, one store per spill tensor
+    assert spills and loads_back > len(spills)  # tiles came back from their spill tensors more than once
