@@ -251,3 +251,17 @@ def test_the_allocated_kernels_compute_attention_and_rmsnorm_qkv():
     want = h64 / np.sqrt((h64 ** 2).mean(axis=1, keepdims=True) + 1e-6) @ w.astype(np.float64)
     assert got.shape == (1, 384, 384) and got.dtype == np.float16
     np.testing.assert_allclose(got[0], want, rtol=0, atol=2e-3 * np.abs(want).max())  # fp16 rows and products
+
+
+def test_docs_show_the_resize_case_s_caveat_as_the_report_prints_it():
+    """docs/timing.md "The report" shows the caveat line of the resize case at B = 1 (fp16)."""
+    _tool()
+    from calibrate import case
+
+    from ncsim import nki
+    kernel, args = case("resize_nearest:b1_f16")()
+    text = nki.simulate(kernel, args, {}, values=False).report.format()
+    shown = " ".join(text.split("caveat   ")[1].split())
+    docs = (ROOT / "docs" / "timing.md").read_text().split("([Calibration](#resize)); a line after the verdict says so")[1]
+    block = docs.split("```\n")[1].split("```")[0]
+    assert " ".join(block.split()).removeprefix("caveat ") == shown
