@@ -73,7 +73,7 @@ def test_the_resize_case_copies_each_output_pixel_from_its_nearest_source():
     """tools/calibrate/resize_nearest.py gives numpy's nearest-neighbour resize with the test's map
     (scales in float32), on a small shape; at the published shape its map is that of float64 scales too."""
     _tool()
-    from calibrate.resize_nearest import reference, resize_nearest, source_rows
+    from calibrate.resize_nearest import reference, resize_nearest, resize_nearest_direct, source_rows
 
     from ncsim import nki
     x = np.random.default_rng(3).random((3, 5, 4, 16)).astype(np.float16)
@@ -83,6 +83,8 @@ def test_the_resize_case_copies_each_output_pixel_from_its_nearest_source():
     np.testing.assert_array_equal(reference(x, 9, 7), got)
     assert source_rows(30, 20, 59, 38) == [int(y * 30 / 59) * 20 + int(c * 20 / 38) for y in range(59) for c in range(38)]
     assert nki.last_run().result.instructions == 2 * 9 * 7  # a load and a store per output pixel
+    np.testing.assert_array_equal(nki.simulate_kernel(resize_nearest_direct, x, (3, 9, 7, 16)), got)
+    assert nki.last_run().result.instructions == 9 * 7  # one HBM-to-HBM copy per output pixel
 
 
 def test_matmul_optimized_lhsT_loads_are_double_buffered():

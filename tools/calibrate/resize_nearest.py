@@ -12,13 +12,20 @@ docstring and test document, for the latency bounds of test/unit/test_resize_nea
   row: 2 x OH*OW transfers of B partitions x C elements, no compute.
 
 So the kernel is a stream of small DMA transfers of few partitions (one partition for B = 1), the
-case docs/timing.md "Calibration" discusses for it.
+case docs/timing.md "Calibration" discusses for it. `resize_nearest_direct` is the same resize as
+HBM-to-HBM copies (what a compiler that forwards each load to its store would issue), and
+
+    .venv/bin/python tools/calibrate/resize_nearest.py
+
+prints the figures docs/timing.md#resize gives: the cases as the suite times them, with 8 and 32
+buffers a site, with the DMA figure's transfer level taken away, and as HBM-to-HBM copies.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+import ncsim.nki.isa as nisa
 import ncsim.nki.language as nl
 from ncsim import nki
 from ncsim.nki.typing import tensor
@@ -45,6 +52,20 @@ def resize_nearest(data, out_shape):
     return out
 
 
+@nki.jit
+def resize_nearest_direct(data, out_shape):
+    """The same resize, each output pixel copied from its source pixel by one HBM-to-HBM DMA."""
+    b, h, w, c = data.shape
+    ob, oh, ow, oc = out_shape
+    assert ob == b and oc == c, "the batch and channel counts stay"
+    out = nl.ndarray((b, oh, ow, c), dtype=data.dtype, buffer=nl.shared_hbm)
+    src = data.reshape((b, h * w, c))
+    dst = out.reshape((b, oh * ow, c))
+    for i, row in enumerate(source_rows(h, w, oh, ow)):
+        nisa.dma_copy(dst=dst[0:b, i, 0:c], src=src[0:b, row, 0:c])
+    return out
+
+
 def reference(data: np.ndarray, oh: int, ow: int) -> np.ndarray:
     """The resized [B, OH, OW, C] array, by numpy indexing with the same map."""
     b, h, w, c = data.shape
@@ -62,3 +83,35 @@ CASES = {
     "b1_f16": _case(1, nl.float16),
     "b1_bf16": _case(1, nl.bfloat16),
 }
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+    import tomllib
+    from pathlib import Path
+
+    from ncsim.config import Config
+
+    argparse.ArgumentParser(description="Time the resize bounds' cases as the suite does and taken apart (buffers"
+                            " a site, the DMA figure's transfer level, HBM-to-HBM copies)").parse_args(argv)
+    table = tomllib.loads((Path(__file__).resolve().parents[2] / "tests/nki/published_latencies.toml").read_text())
+    published = {e["calibrate"].partition(":")[2]: e["published_us"] for e in table.values()
+                 if e.get("calibrate", "").startswith("resize_nearest:")}
+    buffer_level = Config().with_overrides({"dma_efficiency_table": "[[32, 1.0], [64, 1.0]]"})
+    rows = (("as the suite times it", resize_nearest, {}),
+            ("8 buffers a site", resize_nearest, {"buffers": 8}),
+            ("the buffer level alone (no transfer level)", resize_nearest, {"config": buffer_level}),
+            ("... and 8 buffers a site", resize_nearest, {"config": buffer_level, "buffers": 8}),
+            ("... and 32 buffers a site", resize_nearest, {"config": buffer_level, "buffers": 32}),
+            ("as HBM-to-HBM copies", resize_nearest_direct, {}))
+    for label, kernel, how in rows:
+        cells = []
+        for name in ("b10_f32", "b1_f16"):
+            _, args = CASES[name]()
+            run = nki.simulate(kernel, args, {}, values=False, **how)
+            cells.append(f"{name} {run.latency_us:8.1f} us ({run.latency_us / published[name]:.3f})")
+        print(f"{label}:\n    " + "\n    ".join(cells), flush=True)
+
+
+if __name__ == "__main__":
+    main()
