@@ -101,8 +101,7 @@ class Buffer:
     # spill choice (Tracer.make_room): the tile's number among the tiles the kernel made (-1: a
     # reload's), and, while the tile holds what a DMA copied whole from HBM and neither was written
     # since, (the copy's destination partition, offset, dims and dtype, its source view, the source
-    # tensor's version then);
-    # HBM tensors count their writes (version)
+    # tensor's version then). An HBM tensor's version counts the writes to it.
     seq: int = -1
     source: Any = None
     version: int = 0

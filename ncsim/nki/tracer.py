@@ -835,12 +835,16 @@ class Tracer:
             raise TypeError(f"{mnemonic} has no operands {sorted(set(operands) - names)} (isa.py: {spec.syntax()})")
         spilled = [v for v in operands.values() if type(v) is View and v._buf is not None and v._buf.spilled]
         spilled = spilled if at is None else []  # (at: reload's store, which reads the spilled tile's old place)
-        # the views of SBUF tiles holding data that this instruction overwrites whole (_renewable): a
-        # spilled one holds nothing it will read (dead), the others may take another buffer (renew)
-        whole = []
-        if (self.renewing or spilled) and not accumulating and operands.get("dst_rmw_op") is None:
-            whole = [v for o in spec.operands if o.role == "out"
-                     and type(v := operands.get(o.name)) is View and _renewable(v, operands, o.name)]
+        # the views of SBUF tiles this instruction overwrites whole (_covers): of those holding data
+        # (whole), a spilled one holds nothing it will read (dead), the others may take another buffer
+        # (renew); a DMA's copy of HBM data may later be made again instead of a spill (Buffer.source)
+        src = operands.get("src") if mnemonic == "dma_copy" else None
+        copied = type(src) is View and src._buf is not None and src.memory == "hbm" and src.dynamic is None
+        covering = []
+        if (self.renewing or spilled or copied) and not accumulating and operands.get("dst_rmw_op") is None:
+            covering = [v for o in spec.operands if o.role == "out"
+                        and type(v := operands.get(o.name)) is View and _covers(v, operands, o.name)]
+        whole = [v for v in covering if v._buf.stored]
         if spilled:
             protect = {id(v._buf) for v in operands.values() if type(v) is View and v._buf is not None}
             dead = {id(v._buf) for v in whole}
@@ -912,9 +916,6 @@ class Tracer:
         if self.last_writer:
             self.check_lifetimes(spec, operands, place)
         self.record(instr, (self.program.file_index(place.file), place.line, place.col), at)
-        src = operands.get("src") if mnemonic == "dma_copy" and not accumulating else None
-        copied = (type(src) is View and src._buf is not None and src.memory == "hbm" and src.dynamic is None
-                  and operands.get("dst_rmw_op") is None)
         for v in written:
             buf = v.buf
             if buf.entry.name in self.last_writer:
@@ -925,7 +926,7 @@ class Tracer:
             # (the destination's geometry, not the view: a view held by its buffer would keep the
             # buffer reachable, and liveness is Python's)
             buf.source = ((v.partition, v.offset, v.dims, v._dtype, src, src._buf.version)
-                          if copied and buf.memory == "sbuf" and _covers(v, operands, "dst") else None)
+                          if copied and any(u is v for u in covering) else None)
             buf.stored = True
             if not accumulating:
                 buf.zeroed = False
@@ -1094,12 +1095,6 @@ class Tracer:
                 kind = "inout"
             buf.entry = dataclasses.replace(buf.entry, kind=kind)
             self.program.tensors[buf.entry.name] = buf.entry
-
-
-def _renewable(v: View, operands: dict[str, Any], name: str) -> bool:
-    """Whether the write of operand `name`, view `v`, starts a new lifetime of an SBUF tile that holds
-    data (Tracer.renew): it covers the tile (_covers)."""
-    return v._buf is not None and v._buf.stored and _covers(v, operands, name)
 
 
 def _covers(v: View, operands: dict[str, Any], name: str) -> bool:

@@ -18,7 +18,7 @@ import ncsim.nki.language as nl
 from ncsim import dtypes, nki
 from ncsim.asm.objfile import TensorEntry
 from ncsim.nki.tensor import Buffer, View
-from ncsim.nki.tracer import _renewable
+from ncsim.nki.tracer import _covers
 
 F32 = np.float32
 
@@ -157,7 +157,7 @@ def test_directly_allocated_tiles_keep_their_places():
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_only_a_view_of_every_byte_once_counts_as_a_whole_write(data):
-    """_renewable against the elements a view touches, listed one by one: a view it takes for whole
+    """_covers (the whole-write rule renew and spills follow) against the elements a view touches, listed one by one: a view it takes for whole
     touches every element of every partition exactly once (sound), and every such view with positive
     steps is taken for whole (complete; reversed views are left in place, which is only slower)."""
     parts = data.draw(st.sampled_from([1, 2, 4]))
@@ -191,10 +191,10 @@ def test_only_a_view_of_every_byte_once_counts_as_a_whole_write(data):
     touched = sorted(offset + sum(s * i for (s, _), i in zip(dims, idx))
                      for idx in itertools.product(*(range(c) for _, c in dims)))
     whole = p0 == 0 and pn == parts and touched == list(range(per))
-    got = _renewable(view, {"dst": view}, "dst")
+    got = _covers(view, {"dst": view}, "dst")
     if got:
         assert whole, (dims, offset, p0, pn)
     if whole and all(s > 0 for s, c in dims if c > 1):
         assert got, (dims, offset)
     # another operand viewing the same tile (an in-place update) is never renewed
-    assert not _renewable(view, {"dst": view, "data": View.of(buf)}, "dst")
+    assert not _covers(view, {"dst": view, "data": View.of(buf)}, "dst")
