@@ -38,31 +38,32 @@ def source_rows(h: int, w: int, oh: int, ow: int) -> list[int]:
             for y in range(oh) for x in range(ow)]
 
 
-@nki.jit
-def resize_nearest(data, out_shape):
+def _pixels(data, out_shape):
+    """The output tensor, and per output pixel (the [B, C] row of each image it writes, the row it reads)."""
     b, h, w, c = data.shape
     ob, oh, ow, oc = out_shape
     assert ob == b and oc == c, "the batch and channel counts stay"
     out = nl.ndarray((b, oh, ow, c), dtype=data.dtype, buffer=nl.shared_hbm)
     src = data.reshape((b, h * w, c))
     dst = out.reshape((b, oh * ow, c))
-    for i, row in enumerate(source_rows(h, w, oh, ow)):
-        pixel = nl.load(src[0:b, row, 0:c])
-        nl.store(dst[0:b, i, 0:c], value=pixel)
+    return out, [(dst[0:b, i, 0:c], src[0:b, row, 0:c]) for i, row in enumerate(source_rows(h, w, oh, ow))]
+
+
+@nki.jit
+def resize_nearest(data, out_shape):
+    out, pixels = _pixels(data, out_shape)
+    for to, frm in pixels:
+        pixel = nl.load(frm)
+        nl.store(to, value=pixel)
     return out
 
 
 @nki.jit
 def resize_nearest_direct(data, out_shape):
     """The same resize, each output pixel copied from its source pixel by one HBM-to-HBM DMA."""
-    b, h, w, c = data.shape
-    ob, oh, ow, oc = out_shape
-    assert ob == b and oc == c, "the batch and channel counts stay"
-    out = nl.ndarray((b, oh, ow, c), dtype=data.dtype, buffer=nl.shared_hbm)
-    src = data.reshape((b, h * w, c))
-    dst = out.reshape((b, oh * ow, c))
-    for i, row in enumerate(source_rows(h, w, oh, ow)):
-        nisa.dma_copy(dst=dst[0:b, i, 0:c], src=src[0:b, row, 0:c])
+    out, pixels = _pixels(data, out_shape)
+    for to, frm in pixels:
+        nisa.dma_copy(dst=to, src=frm)
     return out
 
 
