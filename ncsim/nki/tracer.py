@@ -701,7 +701,12 @@ class Tracer:
         again, as a compiler loads a value again rather than spill it (a tile loaded back from its
         spill tensor holds that tensor's copy)."""
         hole, spilled_at = buf.spilled
-        source = buf.source if buf.source is not None and buf.source[4].buf.version == buf.source[5] else None
+        source = buf.source  # a copy of HBM data still there, and of the whole tile, is made again
+        if source is not None:
+            partition, offset, dims, dtype, src, version = source
+            made = View(buf, partition, offset, dims, dtype)
+            if src.buf.version != version or not _covers(made, {"dst": made}, "dst"):
+                source = None
         self.reloading = True
         try:
             hbm = None
@@ -723,9 +728,7 @@ class Tracer:
             buf.source = (0, 0, View.of(buf).dims, buf.dtype, View.of(hbm), hbm.version) if hbm is not None else None
             pool.holders[i] = weakref.ref(buf, pool._dropped)  # the pool's tile is buf's now (live stays 1)
             if source is not None and not dead:
-                partition, offset, dims, dtype, src, _ = source
-                self.emit("dma_copy", "sync", place=place, flush=False, dst=View(buf, partition, offset, dims, dtype),
-                          src=src)
+                self.emit("dma_copy", "sync", place=place, flush=False, dst=made, src=src)
         finally:
             self.reloading = False
 
@@ -835,16 +838,12 @@ class Tracer:
             raise TypeError(f"{mnemonic} has no operands {sorted(set(operands) - names)} (isa.py: {spec.syntax()})")
         spilled = [v for v in operands.values() if type(v) is View and v._buf is not None and v._buf.spilled]
         spilled = spilled if at is None else []  # (at: reload's store, which reads the spilled tile's old place)
-        # the views of SBUF tiles this instruction overwrites whole (_covers): of those holding data
-        # (whole), a spilled one holds nothing it will read (dead), the others may take another buffer
-        # (renew); a DMA's copy of HBM data may later be made again instead of a spill (Buffer.source)
-        src = operands.get("src") if mnemonic == "dma_copy" else None
-        copied = type(src) is View and src._buf is not None and src.memory == "hbm" and src.dynamic is None
-        covering = []
-        if (self.renewing or spilled or copied) and not accumulating and operands.get("dst_rmw_op") is None:
-            covering = [v for o in spec.operands if o.role == "out"
-                        and type(v := operands.get(o.name)) is View and _covers(v, operands, o.name)]
-        whole = [v for v in covering if v._buf.stored]
+        # the views of SBUF tiles holding data that this instruction overwrites whole (_covers): a
+        # spilled one holds nothing it will read (dead), the others may take another buffer (renew)
+        whole = []
+        if (self.renewing or spilled) and not accumulating and operands.get("dst_rmw_op") is None:
+            whole = [v for o in spec.operands if o.role == "out" and type(v := operands.get(o.name)) is View
+                     and v._buf is not None and v._buf.stored and _covers(v, operands, o.name)]
         if spilled:
             protect = {id(v._buf) for v in operands.values() if type(v) is View and v._buf is not None}
             dead = {id(v._buf) for v in whole}
@@ -906,7 +905,8 @@ class Tracer:
             self.user_tick += 1
         for v in operands.values():
             if type(v) is View and v._buf is not None:
-                self.used(v._buf)
+                if self.recording:
+                    self.used(v._buf)
                 if v._buf.evicted:
                     raise self.fail(f"this uses {v._buf.evicted}, which was evicted: {v.memory.upper()} was full, and"
                                     " ncsim's automatic allocation gave its tile to another (ncsim spills SBUF tiles"
@@ -916,17 +916,21 @@ class Tracer:
         if self.last_writer:
             self.check_lifetimes(spec, operands, place)
         self.record(instr, (self.program.file_index(place.file), place.line, place.col), at)
+        # a DMA's copy of HBM data: reload may make it again instead of storing the tile (whether it
+        # covers the tile is asked there, when a tile spills, not of every load here)
+        src = operands.get("src") if mnemonic == "dma_copy" and not accumulating else None
+        copied = (type(src) is View and src._buf is not None and src.memory == "hbm" and src.dynamic is None
+                  and operands.get("dst_rmw_op") is None)
         for v in written:
             buf = v.buf
             if buf.entry.name in self.last_writer:
                 self.last_writer[buf.entry.name] = (buf, place)
             if buf.memory == "hbm":
                 buf.version += 1
-            # a copy of HBM data, whole: reload may load it again from there instead of storing it
             # (the destination's geometry, not the view: a view held by its buffer would keep the
             # buffer reachable, and liveness is Python's)
             buf.source = ((v.partition, v.offset, v.dims, v._dtype, src, src._buf.version)
-                          if copied and any(u is v for u in covering) else None)
+                          if copied and buf.memory == "sbuf" and v.dynamic is None else None)
             buf.stored = True
             if not accumulating:
                 buf.zeroed = False
