@@ -104,3 +104,34 @@ def test_hardware_md_names_every_source_key_and_indexes_every_parameter():
     # and the prose says where each figure comes from: every parameter is named above the index too
     body = text.split('<a id="parameters"></a>')[0]
     assert not [f.name for f in dataclasses.fields(Config) if f"`{f.name}`" not in body]
+
+
+def _slug(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading: links reduced to their text, lower case, punctuation
+    other than hyphens dropped, spaces as hyphens."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).strip().lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def test_every_link_to_an_anchor_of_the_docs_finds_it():
+    """A link `[..](file.md#anchor)` or `[..](#anchor)` between README.md and docs/*.md names an
+    explicit `<a id>` or a heading's anchor of its target."""
+    files = {f.resolve(): f.read_text() for f in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]}
+    anchors = {}
+    for path, text in files.items():
+        ids = set(ANCHOR.findall(text))
+        fenced = False
+        for line in text.splitlines():
+            fenced ^= line.startswith("```")
+            if not fenced and line.startswith("#"):
+                ids.add(_slug(line.lstrip("#")))
+        anchors[path] = ids
+    broken = []
+    for path, text in files.items():
+        for target, anchor in re.findall(r"\]\(([^)\s#]*)#([^)\s]+)\)", text):
+            if target.startswith("http"):
+                continue
+            dest = (path.parent / target).resolve() if target else path
+            if dest in anchors and anchor not in anchors[dest]:
+                broken.append(f"{path.relative_to(ROOT)}: {target}#{anchor}")
+    assert not broken, "links to anchors that do not exist:\n" + "\n".join(broken)

@@ -10,8 +10,12 @@ timed with placeholder arguments (timing-only, as `nki.benchmark` times a kernel
 configuration or the one given. Printed per case: its set (fit or held_out), the published latency,
 ncsim's, their ratio and the verdict: ok when the ratio is within the set's tolerance (15% for the fit
 set, 25% held out: the targets of issue 15), MISS otherwise; then the ratios of the matmul steps and of
-mamba v1 -> v2 against the published ones, and a summary line per set. The exit status is 0 whether or
-not cases miss (this is a report, not a test); 2 for a bad argument.
+mamba v1 -> v2 against the published ones; for the cases whose entry has a `profile` (the engine's
+active time and event count that the tutorial's profile screenshot shows, neuron-profile's Selection
+Summary of the kernel's core period), that engine's busy time and instruction count in ncsim beside
+the chip's, with their ratio and verdict under the same tolerance, so that a total that agrees for the
+wrong reason shows; and a summary line per set. The exit status is 0 whether or not cases miss (this
+is a report, not a test); 2 for a bad argument.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from calibrate import case
 from ncsim import nki
 from ncsim.config import load_config
 from ncsim.errors import ConfigError
+from ncsim.runtime.report import Report
 
 TABLE = ROOT / "tests" / "nki" / "published_latencies.toml"
 TOLERANCE = {"fit": 0.15, "held_out": 0.25}
@@ -49,10 +54,26 @@ def cases(table: dict, only: list[str], which: str | None) -> dict[str, dict]:
     return {n: e for n, e in chosen.items() if (not only or n in only) and (which is None or e["set"] == which)}
 
 
-def simulate(entry: dict, config) -> tuple[float, int, str]:
+def simulate(entry: dict, config) -> tuple[float, int, str, Report]:
+    """The case's simulated latency (µs), its instruction count, what bounds it, and its report."""
     kernel, args = case(entry["calibrate"])()
     run = nki.simulate(kernel, args, {}, values=False, config=config)
-    return run.latency_us, run.result.instructions, run.report.verdict.text
+    return run.latency_us, run.result.instructions, run.report.verdict.text, run.report
+
+
+def activity(name: str, entry: dict, report: Report) -> tuple[str, bool]:
+    """The line comparing the profiled engine's active time on the chip with its busy time in ncsim,
+    and whether their ratio (ncsim / chip) is within the case's tolerance."""
+    prof = entry["profile"]
+    engine = report.engine(prof["engine"])
+    busy_us = report.ns(engine.busy) / 1000
+    chip_us, events = float(prof["active_us"]), int(prof["events"])
+    ratio = busy_us / chip_us
+    each = (f"chip {_us(chip_us)} in {events} events ({1000 * chip_us / events:.0f} ns each), ncsim"
+            f" {_us(busy_us)} in {engine.instructions} instructions"
+            f" ({1000 * busy_us / max(engine.instructions, 1):.0f} ns each)")
+    ok = verdict(ratio, TOLERANCE[entry["set"]])
+    return f"profile {name}: {prof['engine']} active {each}, ratio {ratio:.3f} {ok}", ok == "ok"
 
 
 def verdict(ratio: float, tolerance: float) -> str:
@@ -78,9 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     width = max([20, *map(len, chosen)])
     print(f"{'case':<{width}} {'set':<8} {'published':>11} {'ncsim':>11} {'ratio':>6}  verdict  instructions")
     got: dict[str, float] = {}
+    profiles: list[tuple[str, bool]] = []
     for name, entry in chosen.items():
-        sim, count, why = simulate(entry, config)
+        sim, count, why, report = simulate(entry, config)
         got[name] = sim
+        if "profile" in entry:
+            profiles.append(activity(name, entry, report))
         pub = float(entry["published_us"])
         ratio = sim / pub
         print(f"{name:<{width}} {entry['set']:<8} {_us(pub):>11} {_us(sim):>11} {ratio:6.3f}  "
@@ -93,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
             sim = got[a] / got[b]
             print(f"step {label}: published {pub:.2f}x, ncsim {sim:.2f}x, ratio {sim / pub:.3f}"
                   f" {verdict(sim / pub, TOLERANCE['fit'])}")
+    for line, _ in profiles:
+        print(line)
     for which, tol in TOLERANCE.items():
         names = [n for n in got if chosen[n]["set"] == which]
         if not names:
@@ -103,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"summary {which}: {within}/{len(names)} within {tol:.0%}; worst {worst}"
               f" {got[worst] / chosen[worst]['published_us']:.3f}; mean |ratio - 1|"
               f" {sum(abs(r - 1) for r in ratios) / len(ratios):.3f}")
+    if profiles:
+        print(f"summary profiles: {sum(ok for _, ok in profiles)}/{len(profiles)} within their set's tolerance"
+              f" of the chip's active time")
     print(f"({len(got)} cases in {time.perf_counter() - start:.1f} s)")
     return 0
 
