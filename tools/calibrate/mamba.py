@@ -117,8 +117,8 @@ CASES = {
     "v3_4096_2048": lambda: (mamba_v3, _args(4096, 2048)),
     "v3_4096_4096": lambda: (mamba_v3, _args(4096, 4096)),
     # the tutorial's table of latencies by seq_len: v2 to 5120 (from 4096 its tiles no longer fit SBUF
-    # and ncsim spills), v3 at 512 and 3072 (v2 at 6144 to 8192 and v3 at 5120 to 8192 left out for
-    # the suite's time: docs/nki.md lists ncsim's figures)
+    # and ncsim spills), v3 at 512 and 3072, and both at 8192, the length the tutorial profiles (v2 at
+    # 6144 and 7168 and v3 at 5120 to 7168 left out for the suite's time: docs/nki.md lists ncsim's figures)
     "v2_4096_1024": lambda: (mamba_v2, _args(4096, 1024)),
     "v2_4096_2048": lambda: (mamba_v2, _args(4096, 2048)),
     "v2_4096_3072": lambda: (mamba_v2, _args(4096, 3072)),
@@ -126,4 +126,6 @@ CASES = {
     "v2_4096_5120": lambda: (mamba_v2, _args(4096, 5120)),
     "v3_4096_512": lambda: (mamba_v3, _args(4096, 512)),
     "v3_4096_3072": lambda: (mamba_v3, _args(4096, 3072)),
+    "v2_4096_8192": lambda: (mamba_v2, _args(4096, 8192)),
+    "v3_4096_8192": lambda: (mamba_v3, _args(4096, 8192)),
 }
