@@ -295,3 +295,24 @@ def test_docs_show_the_resize_case_s_caveat_as_the_report_prints_it():
     docs = (ROOT / "docs" / "timing.md").read_text().split("([Calibration](#resize)); a line after the verdict says so")[1]
     block = docs.split("```\n")[1].split("```")[0]
     assert " ".join(block.split()).removeprefix("caveat ") == shown
+
+
+def test_an_instruction_case_times_its_one_instruction():
+    """An entry that names an `instruction` compares that instruction's time (end - start) with the
+    published duration, not the kernel's; its kernel computes what it names."""
+    tool = _tool()
+    from calibrate import case
+    from calibrate.instructions import add, multiply
+
+    from ncsim import nki
+    entries = {n: e for n, e in TABLE.items() if "instruction" in e}
+    assert {"perf_tensor_tensor_mul_f32_128x8192", "perf_tensor_tensor_add_f32_64x8192"} <= set(entries)
+    for name, e in entries.items():
+        us, _, _, report = tool.simulate(e, tool.load_config())
+        kernel, args = case(e["calibrate"])()
+        t = nki.simulate(kernel, args, {}, values=False).result.timing
+        (k,) = [k for k in range(len(t.start)) if t.mnemonic(k) == e["instruction"]]
+        assert us == pytest.approx((t.end[k] - t.start[k]) / t.config.tick_hz * 1e6) and us < report.total_us, name
+    x, y = (np.random.default_rng(5).random((64, 96)).astype(np.float32) for _ in range(2))
+    np.testing.assert_array_equal(nki.simulate_kernel(multiply, x, y), x * y)
+    np.testing.assert_array_equal(nki.simulate_kernel(add, x, y), x + y)

@@ -9,7 +9,8 @@ that name a calibration case (`calibrate = "module:case"`, tools/calibrate/). Ea
 timed with placeholder arguments (timing-only, as `nki.benchmark` times a kernel) under the default
 configuration or the one given. Printed per case: its set (fit or held_out), the published latency,
 ncsim's, their ratio and the verdict: ok when the ratio is within the set's tolerance (15% for the fit
-set, 25% held out: the targets of issue 15), MISS otherwise; then the ratios of the matmul steps and of
+set, 25% held out: the targets of issue 15), MISS otherwise (for an entry that names an `instruction`, the
+published figure and ncsim's are that one instruction's duration); then the ratios of the matmul steps and of
 mamba v1 -> v2 against the published ones; for the cases whose entry has a `profile` (the engine's
 active time and event count that the tutorial's profile screenshot shows, neuron-profile's Selection
 Summary of the kernel's core period), that engine's busy time and instruction count in ncsim beside
@@ -55,10 +56,20 @@ def cases(table: dict, only: list[str], which: str | None) -> dict[str, dict]:
 
 
 def simulate(entry: dict, config) -> tuple[float, int, str, Report]:
-    """The case's simulated latency (µs), its instruction count, what bounds it, and its report."""
+    """The case's simulated latency (µs), its instruction count, what bounds it, and its report. For an
+    entry that names an `instruction` (the published figure is one instruction's duration), the
+    latency is that instruction's time in the run, end - start."""
     kernel, args = case(entry["calibrate"])()
     run = nki.simulate(kernel, args, {}, values=False, config=config)
-    return run.latency_us, run.result.instructions, run.report.verdict.text, run.report
+    latency = run.latency_us
+    if "instruction" in entry:
+        t = run.result.timing
+        ks = [k for k in range(len(t.start)) if t.mnemonic(k) == entry["instruction"]]
+        if len(ks) != 1:
+            raise SystemExit(f"validate_timing: {entry['calibrate']} has {len(ks)} {entry['instruction']}"
+                             " instructions; an instruction case has exactly one")
+        latency = float(t.end[ks[0]] - t.start[ks[0]]) / t.config.tick_hz * 1e6
+    return latency, run.result.instructions, run.report.verdict.text, run.report
 
 
 def activity(name: str, entry: dict, report: Report) -> tuple[str, bool]:
