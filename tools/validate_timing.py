@@ -84,7 +84,8 @@ def activity(name: str, entry: dict, report: Report) -> tuple[str, bool]:
             f" {_us(busy_us)} in {engine.instructions} instructions"
             f" ({1000 * busy_us / max(engine.instructions, 1):.0f} ns each)")
     ok = verdict(ratio, TOLERANCE[entry["set"]])
-    return f"profile {name}: {prof['engine']} active {each}, ratio {ratio:.3f} {ok}", ok == "ok"
+    overlap = f"; the chip's events sum to {prof['sum_us'] / chip_us:.2f}x its active time" if "sum_us" in prof else ""
+    return f"profile {name}: {prof['engine']} active {each}, ratio {ratio:.3f} {ok}{overlap}", ok == "ok"
 
 
 def verdict(ratio: float, tolerance: float) -> str:
