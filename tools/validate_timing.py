@@ -24,20 +24,19 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
 
-from calibrate import case
+import numpy as np
+from calibrate import TABLE, case, read_table
 
-from ncsim import nki
+from ncsim import isa, nki
 from ncsim.config import load_config
 from ncsim.errors import ConfigError
 from ncsim.runtime.report import Report
 
-TABLE = ROOT / "tests" / "nki" / "published_latencies.toml"
 TOLERANCE = {"fit": 0.15, "held_out": 0.25}
 # Ratios between cases that the tutorials report as steps (name, numerator case, denominator case).
 STEPS = (("matmul tiled / hoisted", "matmul_tiled", "matmul_hoisted"),
@@ -64,11 +63,11 @@ def simulate(entry: dict, config) -> tuple[float, int, str, Report]:
     latency = run.latency_us
     if "instruction" in entry:
         t = run.result.timing
-        ks = [k for k in range(len(t.start)) if t.mnemonic(k) == entry["instruction"]]
+        ks = np.flatnonzero(t.opcode == isa.BY_MNEMONIC[entry["instruction"]].opcode)
         if len(ks) != 1:
             raise SystemExit(f"validate_timing: {entry['calibrate']} has {len(ks)} {entry['instruction']}"
                              " instructions; an instruction case has exactly one")
-        latency = float(t.end[ks[0]] - t.start[ks[0]]) / t.config.tick_hz * 1e6
+        latency = t.ns(int(t.end[ks[0]] - t.start[ks[0]])) / 1000
     return latency, run.result.instructions, run.report.verdict.text, run.report
 
 
@@ -100,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-D", dest="sets", action="append", default=[], help="NAME=VALUE: a parameter of ncsim config")
     ap.add_argument("--why", action="store_true", help="print ncsim's verdict (what bounds the run) per case")
     args = ap.parse_args(argv)
-    table = tomllib.loads(TABLE.read_text())
+    table = read_table()
     chosen = cases(table, args.only, args.set)
     try:
         config = load_config(args.config, args.sets)

@@ -13,10 +13,24 @@ placeholders, so a run is timing-only, as `nki.benchmark` times a kernel on the 
 from __future__ import annotations
 
 import importlib
+import tomllib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 Case = Callable[[], tuple[Any, tuple]]
+TABLE = Path(__file__).resolve().parents[2] / "tests" / "nki" / "published_latencies.toml"
+
+
+def read_table() -> dict[str, dict]:
+    """The one table of published latencies (TABLE), its entries by name."""
+    return tomllib.loads(TABLE.read_text())
+
+
+def published(module: str) -> dict[str, float]:
+    """The published figure (µs) of each case of tools/calibrate/<module>.py that the table names, by case name."""
+    return {e["calibrate"].partition(":")[2]: e["published_us"] for e in read_table().values()
+            if e.get("calibrate", "").startswith(f"{module}:")}
 
 
 def case(ref: str) -> Case:

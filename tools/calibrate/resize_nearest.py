@@ -88,16 +88,14 @@ CASES = {
 
 def main(argv: list[str] | None = None) -> None:
     import argparse
-    import tomllib
-    from pathlib import Path
 
     from ncsim.config import Config
 
     argparse.ArgumentParser(description="Time the resize bounds' cases as the suite does and taken apart (buffers"
                             " a site, the DMA figure's transfer level, HBM-to-HBM copies)").parse_args(argv)
-    table = tomllib.loads((Path(__file__).resolve().parents[2] / "tests/nki/published_latencies.toml").read_text())
-    published = {e["calibrate"].partition(":")[2]: e["published_us"] for e in table.values()
-                 if e.get("calibrate", "").startswith("resize_nearest:")}
+    from calibrate import published
+
+    figures = published("resize_nearest")
     buffer_level = Config().with_overrides({"dma_efficiency_table": "[[32, 1.0], [64, 1.0]]"})
     rows = (("as the suite times it", resize_nearest, {}),
             ("8 buffers a site", resize_nearest, {"buffers": 8}),
@@ -110,9 +108,13 @@ def main(argv: list[str] | None = None) -> None:
         for name in ("b10_f32", "b1_f16"):
             _, args = CASES[name]()
             run = nki.simulate(kernel, args, {}, values=False, **how)
-            cells.append(f"{name} {run.latency_us:8.1f} us ({run.latency_us / published[name]:.3f})")
+            cells.append(f"{name} {run.latency_us:8.1f} us ({run.latency_us / figures[name]:.3f})")
         print(f"{label}:\n    " + "\n    ".join(cells), flush=True)
 
 
 if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tools/, where the calibrate package is
     main()

@@ -152,25 +152,27 @@ DECISIONS = (
 
 def main(argv: list[str] | None = None) -> None:
     import argparse
-    import tomllib
-    from pathlib import Path
 
     argparse.ArgumentParser(description="Time the attention bounds' three cases under each set of compiler decisions"
                             " (DECISIONS) and print ncsim's time, its ratio to the bound and what bounds the run."
                             ).parse_args(argv)
-    table = tomllib.loads((Path(__file__).resolve().parents[2] / "tests/nki/published_latencies.toml").read_text())
-    published = {e["calibrate"].partition(":")[2]: e["published_us"] for e in table.values()
-                 if e.get("calibrate", "").startswith("sd_attention:")}
+    from calibrate import published
+
+    figures = published("sd_attention")
     for label, decisions in DECISIONS:
         kernel = attention_kernel(**decisions)
         cells = []
         for name, make in CASES.items():
             _, args = make()
             run = nki.simulate(kernel[1], args, {}, values=False)
-            cells.append(f"{name} {run.latency_us:7.1f} us ({run.latency_us / published[name]:.3f}, "
+            cells.append(f"{name} {run.latency_us:7.1f} us ({run.latency_us / figures[name]:.3f}, "
                          f"{run.report.verdict.text.split(':')[0]})")
         print(f"{label}:\n    " + "\n    ".join(cells), flush=True)
 
 
 if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tools/, where the calibrate package is
     main()
